@@ -1,0 +1,15 @@
+"""llamon-agent: A2A agents with MCP tools and LangGraph flows whose failures are values.
+
+Start with ``llamon_agent.core.errors`` (codes, raise helpers) and
+``llamon_agent.exceptions`` (what to raise). ``llamon errors`` prints the tables.
+"""
+
+from __future__ import annotations
+
+from llamon_agent.core.codes import ErrorCode
+from llamon_agent.core.failures import FailureRecord
+from llamon_agent.core.hitl import HITLInterrupt
+
+__all__ = ["ErrorCode", "FailureRecord", "HITLInterrupt", "__version__"]
+
+__version__ = "0.1.0"

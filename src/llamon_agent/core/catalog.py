@@ -1,0 +1,562 @@
+"""The reason catalog: every ``reason`` code, where it happens and what to do about it.
+
+A reason is a stable, machine-readable name for one kind of failure (seed 004: "do not
+use exception messages as a contract"). Each entry gives its stage, the ``ErrorCode`` a
+client sees, whether retrying may help, and the operator action. ``FailureRecord`` takes
+its defaults from here; reasons not in the catalog get defaults from their ``ErrorCode``.
+Add your own with ``register_reason``. ``llamon errors`` prints the catalog.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final
+
+from llamon_agent.core.codes import ErrorCode, Stage
+
+__all__ = [
+    "DEFAULT_OPERATOR_ACTIONS",
+    "ReasonSpec",
+    "reason_catalog",
+    "reason_spec",
+    "register_reason",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ReasonSpec:
+    """One catalog entry."""
+
+    reason: str
+    stage: Stage | str
+    error_code: ErrorCode
+    retryable: bool
+    operator_action: str
+    meaning: str
+
+
+DEFAULT_OPERATOR_ACTIONS: Final[MappingProxyType[ErrorCode, str]] = MappingProxyType(
+    {
+        ErrorCode.INVALID_INPUT: "fix_request_input",
+        ErrorCode.AUTH_REQUIRED: "refresh_or_configure_credentials",
+        ErrorCode.NOT_FOUND: "check_resource_exists",
+        ErrorCode.UPSTREAM_UNAVAILABLE: "check_upstream_health",
+        ErrorCode.UPSTREAM_TIMEOUT: "check_upstream_latency_or_timeout",
+        ErrorCode.RATE_LIMITED: "back_off_or_raise_quota",
+        ErrorCode.GUARDRAIL_BLOCKED: "review_guardrail_policy",
+        ErrorCode.INTERNAL_ERROR: "inspect_server_log_by_incident_id",
+    }
+)
+"""Operator action for a reason the catalog does not know, by its ``ErrorCode``."""
+
+_S, _E = Stage, ErrorCode
+_ENTRIES: Final[tuple[tuple[str, Stage, ErrorCode, bool, str, str], ...]] = (
+    # seed 004: search and selection
+    (
+        "no_candidates",
+        _S.RETRIEVE,
+        _E.NOT_FOUND,
+        False,
+        "check_catalog_index_coverage",
+        "retrieval returned no tool",
+    ),
+    (
+        "not_retrieved",
+        _S.RETRIEVE,
+        _E.NOT_FOUND,
+        False,
+        "add_semantic_metadata_or_alias",
+        "the expected target is not in the top-k",
+    ),
+    (
+        "low_confidence",
+        _S.RETRIEVE,
+        _E.NOT_FOUND,
+        False,
+        "widen_top_k_or_add_evidence",
+        "candidate scores are weak",
+    ),
+    (
+        "llm_target_mismatch",
+        _S.SELECT_TARGET,
+        _E.INTERNAL_ERROR,
+        False,
+        "check_target_selector_diagnostic",
+        "the model chose another tool than expected",
+    ),
+    (
+        "llm_target_not_in_candidates",
+        _S.SELECT_TARGET,
+        _E.INTERNAL_ERROR,
+        False,
+        "pass_selector_ranked_catalog_to_llm",
+        "the model chose a tool outside the catalog",
+    ),
+    (
+        "ambiguous_target",
+        _S.SELECT_TARGET,
+        _E.INVALID_INPUT,
+        False,
+        "confirm_with_user_or_keep_llm_target",
+        "several tools have similar evidence",
+    ),
+    (
+        "selector_mismatch",
+        _S.SELECT_TARGET,
+        _E.INTERNAL_ERROR,
+        False,
+        "adjust_selector_policy_or_metadata",
+        "the deterministic selector chose wrongly",
+    ),
+    # seed 004: plan synthesis
+    (
+        "unknown_target",
+        _S.SYNTHESIZE,
+        _E.NOT_FOUND,
+        False,
+        "rebuild_artifact_or_repair_target_selection",
+        "the target tool is not in the graph",
+    ),
+    (
+        "unsatisfied_field",
+        _S.SYNTHESIZE,
+        _E.INVALID_INPUT,
+        False,
+        "ask_user_or_add_context_default",
+        "a required field cannot be supplied",
+    ),
+    (
+        "enum_required",
+        _S.SYNTHESIZE,
+        _E.INVALID_INPUT,
+        False,
+        "map_enum_labels_or_ask_user",
+        "a required enum value was not chosen",
+    ),
+    (
+        "dynamic_option_required",
+        _S.SYNTHESIZE,
+        _E.INVALID_INPUT,
+        False,
+        "show_option_picker",
+        "a producer can list options for a missing field",
+    ),
+    (
+        "cycle",
+        _S.SYNTHESIZE,
+        _E.INTERNAL_ERROR,
+        False,
+        "check_graph_edges_and_ranking",
+        "the dependency chain revisits a tool",
+    ),
+    (
+        "max_depth",
+        _S.SYNTHESIZE,
+        _E.INTERNAL_ERROR,
+        False,
+        "reduce_graph_noise_or_raise_depth",
+        "dependency search exceeded the depth limit",
+    ),
+    (
+        "user_input_fallback",
+        _S.SYNTHESIZE,
+        _E.INVALID_INPUT,
+        False,
+        "add_ux_slot_or_context_default",
+        "the planner continues with a user input slot",
+    ),
+    # seed 004: binding
+    (
+        "binding_failed",
+        _S.BIND_REQUEST,
+        _E.INVALID_INPUT,
+        False,
+        "fix_field_mapping",
+        "the request could not be bound to the schema",
+    ),
+    (
+        "argument_coercion_failed",
+        _S.BIND_REQUEST,
+        _E.INVALID_INPUT,
+        False,
+        "fix_runtime_argument_builder",
+        "an argument could not be converted",
+    ),
+    (
+        "missing_required_argument",
+        _S.BIND_REQUEST,
+        _E.INVALID_INPUT,
+        False,
+        "fix_schema_contract",
+        "a required argument is missing",
+    ),
+    # seed 004: auth and execution
+    (
+        "auth_context_required",
+        _S.AUTH_PREFLIGHT,
+        _E.AUTH_REQUIRED,
+        False,
+        "show_login_or_use_service_account",
+        "auth is needed but no user/session context exists",
+    ),
+    (
+        "auth_profile_missing",
+        _S.AUTH_PREFLIGHT,
+        _E.AUTH_REQUIRED,
+        False,
+        "configure_collection_auth_profile",
+        "the tool needs auth but has no profile",
+    ),
+    (
+        "auth_header_resolution_failed",
+        _S.AUTH_PREFLIGHT,
+        _E.AUTH_REQUIRED,
+        True,
+        "check_session_header_resolver",
+        "the profile exists but no header could be made",
+    ),
+    (
+        "auth_failed",
+        _S.EXECUTE,
+        _E.AUTH_REQUIRED,
+        False,
+        "refresh_credential_or_check_downstream_policy",
+        "the downstream API answered 401/403",
+    ),
+    (
+        "http_4xx",
+        _S.EXECUTE,
+        _E.UPSTREAM_UNAVAILABLE,
+        False,
+        "check_request_arguments_and_business_validation",
+        "the downstream API rejected the request",
+    ),
+    (
+        "http_not_found",
+        _S.EXECUTE,
+        _E.NOT_FOUND,
+        False,
+        "check_resource_exists",
+        "the downstream API answered 404/410",
+    ),
+    (
+        "http_5xx",
+        _S.EXECUTE,
+        _E.UPSTREAM_UNAVAILABLE,
+        True,
+        "retry_if_safe_and_check_api_logs",
+        "the downstream API failed server-side",
+    ),
+    (
+        "rate_limited",
+        _S.EXECUTE,
+        _E.RATE_LIMITED,
+        True,
+        "back_off_or_raise_quota",
+        "the downstream API answered 429",
+    ),
+    (
+        "timeout",
+        _S.EXECUTE,
+        _E.UPSTREAM_TIMEOUT,
+        True,
+        "check_timeout_paging_and_downstream_latency",
+        "the request exceeded its timeout",
+    ),
+    (
+        "network_error",
+        _S.EXECUTE,
+        _E.UPSTREAM_UNAVAILABLE,
+        True,
+        "check_dns_tls_proxy_allowlist",
+        "the transport failed before a meaningful response",
+    ),
+    (
+        "connection_closed",
+        _S.MCP_CALL,
+        _E.UPSTREAM_UNAVAILABLE,
+        True,
+        "check_mcp_server_process",
+        "the MCP server closed the connection (MCPError -32000)",
+    ),
+    (
+        "mcp_error",
+        _S.MCP_CALL,
+        _E.UPSTREAM_UNAVAILABLE,
+        False,
+        "check_mcp_server_log",
+        "the MCP server answered with a protocol error",
+    ),
+    # seed 004: quality lab and learning
+    (
+        "cleanup_failed",
+        _S.CLEANUP,
+        _E.INTERNAL_ERROR,
+        False,
+        "fix_cleanup_step",
+        "a mutating case could not restore state",
+    ),
+    (
+        "cleanup_not_configured",
+        _S.CLEANUP,
+        _E.INTERNAL_ERROR,
+        False,
+        "disable_case_or_add_cleanup",
+        "a mutating case has no cleanup plan",
+    ),
+    (
+        "scrub_failed",
+        _S.LEARN,
+        _E.INTERNAL_ERROR,
+        False,
+        "reject_learning_record",
+        "a trace payload could not be compacted safely",
+    ),
+    (
+        "insufficient_repeated_success",
+        _S.LEARN,
+        _E.INTERNAL_ERROR,
+        False,
+        "keep_shadow_mode",
+        "the promotion threshold is not met yet",
+    ),
+    (
+        "promotion_rejected",
+        _S.LEARN,
+        _E.INTERNAL_ERROR,
+        False,
+        "store_rejection_reason",
+        "a person or policy rejected the suggestion",
+    ),
+    (
+        "uncaught_server_error",
+        _S.SERVICE,
+        _E.INTERNAL_ERROR,
+        False,
+        "inspect_server_log_by_incident_id",
+        "an adapter or service bug",
+    ),
+    # seed 003: the tool loop
+    (
+        "unknown_tool",
+        _S.TOOL_LOOP,
+        _E.INVALID_INPUT,
+        True,
+        "check_tool_view_and_prompt",
+        "the model called a tool that is not in this run's view (observation)",
+    ),
+    (
+        "invalid_arguments",
+        _S.TOOL_LOOP,
+        _E.INVALID_INPUT,
+        True,
+        "check_tool_schema_and_prompt",
+        "the arguments broke the tool's contract (observation)",
+    ),
+    (
+        "tool_error",
+        _S.TOOL_LOOP,
+        _E.UPSTREAM_UNAVAILABLE,
+        True,
+        "check_tool_handler",
+        "the tool's handler raised (observation)",
+    ),
+    (
+        "malformed_arguments",
+        _S.TOOL_LOOP,
+        _E.INVALID_INPUT,
+        True,
+        "check_model_output_format",
+        "the arguments were not valid JSON (observation)",
+    ),
+    (
+        "repeated_tool_call",
+        _S.TOOL_LOOP,
+        _E.INVALID_INPUT,
+        True,
+        "check_prompt_for_loops",
+        "the same call as the previous one was blocked (observation)",
+    ),
+    (
+        "invalid_model_response",
+        _S.MODEL_CALL,
+        _E.UPSTREAM_UNAVAILABLE,
+        True,
+        "check_model_and_prompt",
+        "no tool call and empty content (terminal)",
+    ),
+    (
+        "max_rounds_exceeded",
+        _S.TOOL_LOOP,
+        _E.UPSTREAM_UNAVAILABLE,
+        True,
+        "raise_max_rounds_or_simplify_task",
+        "rounds ran out before a final answer (terminal)",
+    ),
+    # added by llamon-agent
+    (
+        "max_tool_iterations_exceeded",
+        _S.FLOW_NODE,
+        _E.UPSTREAM_UNAVAILABLE,
+        True,
+        "raise_recursion_limit_or_fix_loop",
+        "a graph hit its recursion limit",
+    ),
+    (
+        "upstream_tool_unavailable",
+        _S.MCP_CALL,
+        _E.UPSTREAM_UNAVAILABLE,
+        True,
+        "check_mcp_server_health",
+        "an MCP tool's transport failed below the escalation threshold",
+    ),
+    (
+        "guardrail_blocked",
+        _S.GUARDRAIL,
+        _E.GUARDRAIL_BLOCKED,
+        False,
+        "review_guardrail_policy",
+        "a guardrail blocked the request or answer",
+    ),
+    (
+        "error_data_build_failed",
+        _S.SERVICE,
+        _E.INTERNAL_ERROR,
+        False,
+        "fix_error_data_values_at_raise_site",
+        "error data broke a value convention",
+    ),
+    (
+        "worker_lost",
+        _S.A2A_SERVE,
+        _E.UPSTREAM_UNAVAILABLE,
+        True,
+        "check_worker_crash_logs",
+        "the process running the task died before it ended",
+    ),
+    # the SDK's own exceptions (reason = snake_case of the type name)
+    (
+        "component_invoke_error",
+        _S.EXECUTE,
+        _E.UPSTREAM_UNAVAILABLE,
+        True,
+        "check_upstream_health",
+        "calling a component (MCP, RAG, DB, LLM) failed",
+    ),
+    (
+        "component_load_error",
+        _S.EXECUTE,
+        _E.UPSTREAM_UNAVAILABLE,
+        True,
+        "check_component_configuration",
+        "a component could not be loaded or connected",
+    ),
+    (
+        "config_validation_error",
+        _S.BIND_REQUEST,
+        _E.INVALID_INPUT,
+        False,
+        "fix_request_input",
+        "input or configuration failed validation",
+    ),
+    (
+        "missing_field_error",
+        _S.BIND_REQUEST,
+        _E.INVALID_INPUT,
+        False,
+        "fix_request_input",
+        "a required field is missing",
+    ),
+    (
+        "missing_api_key_error",
+        _S.AUTH_PREFLIGHT,
+        _E.AUTH_REQUIRED,
+        False,
+        "configure_api_key",
+        "an API key or credential is not configured",
+    ),
+    (
+        "registry_unauthorized_error",
+        _S.EXECUTE,
+        _E.AUTH_REQUIRED,
+        False,
+        "refresh_registry_credentials",
+        "the registry refused our credentials",
+    ),
+    (
+        "registry_not_found_error",
+        _S.EXECUTE,
+        _E.NOT_FOUND,
+        False,
+        "check_registry_entry",
+        "the registry has no such entry",
+    ),
+    (
+        "registry_timeout_error",
+        _S.EXECUTE,
+        _E.UPSTREAM_TIMEOUT,
+        True,
+        "check_registry_latency",
+        "the registry did not answer in time",
+    ),
+    (
+        "guardrail_blocked_error",
+        _S.GUARDRAIL,
+        _E.GUARDRAIL_BLOCKED,
+        False,
+        "review_guardrail_policy",
+        "a guardrail blocked the request or answer",
+    ),
+    (
+        "max_iteration_error",
+        _S.FLOW_NODE,
+        _E.INTERNAL_ERROR,
+        False,
+        "fix_flow_loop_condition",
+        "a flow loop exceeded its iteration limit",
+    ),
+    (
+        "merge_strategy_error",
+        _S.FLOW_NODE,
+        _E.INTERNAL_ERROR,
+        False,
+        "fix_merge_strategy",
+        "parallel results could not be merged",
+    ),
+    (
+        "routing_error",
+        _S.FLOW_NODE,
+        _E.INTERNAL_ERROR,
+        False,
+        "fix_flow_routing",
+        "no route matched the flow state",
+    ),
+    (
+        "a2a_protocol_error",
+        _S.A2A_CALL,
+        _E.INTERNAL_ERROR,
+        False,
+        "check_remote_agent_version",
+        "another agent answered outside the A2A protocol",
+    ),
+)
+
+_catalog: dict[str, ReasonSpec] = {entry[0]: ReasonSpec(*entry) for entry in _ENTRIES}
+
+
+def register_reason(spec: ReasonSpec) -> None:
+    """Add or replace a catalog entry (your own reasons, or a different operator action)."""
+    if not spec.reason or not spec.reason.isascii():
+        raise ValueError(f"reason must be non-empty ASCII, got {spec.reason!r}")
+    _catalog[spec.reason] = spec
+
+
+def reason_spec(reason: str) -> ReasonSpec | None:
+    """The catalog entry for ``reason``, or None."""
+    return _catalog.get(reason)
+
+
+def reason_catalog() -> list[ReasonSpec]:
+    """Every entry, built-in first, in catalog order."""
+    return list(_catalog.values())

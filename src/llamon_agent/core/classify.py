@@ -1,0 +1,339 @@
+"""The one table that turns an exception into ``(ErrorCode, errorReason, retriable)``.
+
+Look here to learn how any failure is classified. Resolution, for the raised exception's
+type and then each base class in MRO order, first match wins:
+
+1. a rule the class declares itself (``__llamon_error__``, set by
+   ``class X(LlamonError, code=...)`` or assigned on any exception class);
+2. a rule registered for the class object (``register_exception``), the built-in table
+   below included;
+3. a rule registered by dotted name ``"<top-level package>.<QualName>"`` -- how
+   ``httpx2``, ``langgraph`` and ``mcp`` types are matched without importing them.
+
+An ``ExceptionGroup`` is classified by its first leaf exception the table maps (the most
+specific cause), or by its first leaf when none is mapped. Anything unmatched is the
+fallback: ``INTERNAL_ERROR``, reason = snake_case of the type name, not retriable, and
+``mapped=False`` -- its text then stays inside the process (see ``core.messages``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Final
+
+from llamon_agent.core.codes import ErrorCode, ErrorRule, snake_case
+from llamon_agent.exceptions import (
+    A2AProtocolError,
+    ComponentInvokeError,
+    ComponentLoadError,
+    ConfigValidationError,
+    GuardrailBlockedError,
+    LlamonApplicationError,
+    LlamonError,
+    MaxIterationError,
+    MergeStrategyError,
+    MissingAPIKeyError,
+    MissingFieldError,
+    RegistryNotFoundError,
+    RegistryTimeoutError,
+    RegistryUnauthorizedError,
+    RoutingError,
+)
+
+__all__ = [
+    "BUILTIN_RULES",
+    "Classification",
+    "DynamicRule",
+    "Rule",
+    "RuleRow",
+    "classify_exception",
+    "parse_retry_after_ms",
+    "python_exc_to_error_code",
+    "register_exception",
+    "registered_rules",
+    "unregister_exception",
+]
+
+
+logger = logging.getLogger("llamon_agent.errors")
+
+
+@dataclass(frozen=True, slots=True)
+class Classification:
+    """How one exception was classified.
+
+    ``exception`` is the exception the rule matched (an inner one for exception groups);
+    ``mapped`` is False only for the INTERNAL_ERROR fallback.
+    """
+
+    code: ErrorCode
+    reason: str
+    retriable: bool
+    exception: BaseException
+    mapped: bool = True
+    retry_after_ms: int | None = None
+
+    def as_tuple(self) -> tuple[ErrorCode, str, bool]:
+        """``(code, reason, retriable)``, the shape of ``python_exc_to_error_code``."""
+        return (self.code, self.reason, self.retriable)
+
+
+DynamicRule = Callable[[BaseException], Classification | None]
+"""A rule that inspects the exception (a status, a code); ``None`` defers to the next base."""
+Rule = ErrorRule | DynamicRule
+Key = type[BaseException] | str
+
+
+@dataclass(frozen=True, slots=True)
+class RuleRow:
+    """One row of the printed table: what matches, what it becomes, and a note."""
+
+    key: str
+    code: str
+    reason: str
+    retriable: str
+    note: str = ""
+
+
+def parse_retry_after_ms(value: str | None, *, now: datetime | None = None) -> int | None:
+    """``Retry-After`` (delta-seconds or HTTP-date) as milliseconds >= 0; None if absent/bad."""
+    if value is None:
+        return None
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - (now or datetime.now(UTC))).total_seconds()
+    if not math.isfinite(seconds):
+        return None
+    return max(0, math.ceil(seconds * 1000))
+
+
+def _http_status(exc: BaseException) -> Classification | None:
+    """httpx / httpx2 ``HTTPStatusError`` by status code."""
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    if not isinstance(status, int):
+        return None
+    if status == 429:
+        headers = getattr(response, "headers", None)
+        raw = headers.get("retry-after") if headers is not None else None
+        retry_after = parse_retry_after_ms(raw if isinstance(raw, str) else None)
+        return Classification(ErrorCode.RATE_LIMITED, "rate_limited", True, exc, True, retry_after)
+    if status in (401, 403):
+        return Classification(ErrorCode.AUTH_REQUIRED, "auth_failed", False, exc)
+    if status in (404, 410):
+        return Classification(ErrorCode.NOT_FOUND, "http_not_found", False, exc)
+    if status == 408:
+        return Classification(ErrorCode.UPSTREAM_TIMEOUT, "timeout", True, exc)
+    if status >= 500:
+        return Classification(ErrorCode.UPSTREAM_UNAVAILABLE, "http_5xx", True, exc)
+    return Classification(ErrorCode.UPSTREAM_UNAVAILABLE, "http_4xx", False, exc)
+
+
+_MCP_CONNECTION_CLOSED: Final = -32000
+_MCP_REQUEST_TIMEOUT: Final = -32001
+
+
+def _mcp_error(exc: BaseException) -> Classification | None:
+    """mcp 2.x ``MCPError``: client timeout (-32001), dead connection (-32000), or a
+    protocol error from the server, which no retry or smarter model fixes."""
+    code = getattr(exc, "code", None)
+    if code == _MCP_REQUEST_TIMEOUT:
+        return Classification(ErrorCode.UPSTREAM_TIMEOUT, "timeout", True, exc)
+    if code == _MCP_CONNECTION_CLOSED:
+        return Classification(ErrorCode.UPSTREAM_UNAVAILABLE, "connection_closed", True, exc)
+    return Classification(ErrorCode.UPSTREAM_UNAVAILABLE, "mcp_error", False, exc)
+
+
+def _application_error(exc: BaseException) -> Classification | None:
+    if not isinstance(exc, LlamonApplicationError):
+        return None
+    retry_after = exc.extras.get("retry_after_ms")
+    return Classification(
+        exc.code,
+        exc.reason,
+        exc.retriable,
+        exc,
+        True,
+        retry_after if isinstance(retry_after, int) else None,
+    )
+
+
+_UNAVAILABLE = ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, None, True)
+_NETWORK = ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, "network_error", True)
+_TIMEOUT = ErrorRule(ErrorCode.UPSTREAM_TIMEOUT, "timeout", True)
+_INTERNAL = ErrorRule(ErrorCode.INTERNAL_ERROR, None, False)
+
+BUILTIN_RULES: Final[tuple[tuple[Key, Rule, str], ...]] = (
+    (LlamonApplicationError, _application_error, "its own code, reason, retriable, extras"),
+    (GuardrailBlockedError, ErrorRule(ErrorCode.GUARDRAIL_BLOCKED), "artifacts withheld"),
+    (MissingAPIKeyError, ErrorRule(ErrorCode.AUTH_REQUIRED), ""),
+    (RegistryUnauthorizedError, ErrorRule(ErrorCode.AUTH_REQUIRED), ""),
+    (ConfigValidationError, ErrorRule(ErrorCode.INVALID_INPUT), ""),
+    (MissingFieldError, ErrorRule(ErrorCode.INVALID_INPUT), ""),
+    (RegistryNotFoundError, ErrorRule(ErrorCode.NOT_FOUND), ""),
+    (RegistryTimeoutError, ErrorRule(ErrorCode.UPSTREAM_TIMEOUT, None, True), ""),
+    (TimeoutError, _TIMEOUT, "asyncio.TimeoutError is TimeoutError"),
+    ("httpx.TimeoutException", _TIMEOUT, ""),
+    ("httpx2.TimeoutException", _TIMEOUT, "mcp 2.x transport"),
+    (ComponentInvokeError, _UNAVAILABLE, ""),
+    (ComponentLoadError, _UNAVAILABLE, ""),
+    ("httpx.ConnectError", _NETWORK, ""),
+    ("httpx2.ConnectError", _NETWORK, "mcp 2.x transport"),
+    ("httpx.TransportError", _NETWORK, "read/write/protocol errors"),
+    ("httpx2.TransportError", _NETWORK, "mcp 2.x transport"),
+    (ConnectionError, _NETWORK, "ECONNREFUSED, ECONNRESET, EPIPE"),
+    ("httpx.HTTPStatusError", _http_status, "by status, see below"),
+    ("httpx2.HTTPStatusError", _http_status, "by status, see below"),
+    (
+        "langgraph.GraphRecursionError",
+        ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, "max_tool_iterations_exceeded", True),
+        "recursion limit of a graph / ReAct loop",
+    ),
+    ("mcp.MCPError", _mcp_error, "by JSON-RPC code, see below"),
+    (MaxIterationError, _INTERNAL, ""),
+    (MergeStrategyError, _INTERNAL, ""),
+    (RoutingError, _INTERNAL, ""),
+    (A2AProtocolError, _INTERNAL, ""),
+    (LlamonError, _INTERNAL, "any other llamon exception; text shown"),
+)
+"""The built-in rows, in the order ``llamon errors`` prints them."""
+
+_DYNAMIC_ROWS: Final = (
+    RuleRow("HTTPStatusError 429", "RATE_LIMITED", "rate_limited", "true", "retryAfterMs"),
+    RuleRow("HTTPStatusError 401, 403", "AUTH_REQUIRED", "auth_failed", "false"),
+    RuleRow("HTTPStatusError 404, 410", "NOT_FOUND", "http_not_found", "false"),
+    RuleRow("HTTPStatusError 408", "UPSTREAM_TIMEOUT", "timeout", "true"),
+    RuleRow("HTTPStatusError other 4xx", "UPSTREAM_UNAVAILABLE", "http_4xx", "false"),
+    RuleRow("HTTPStatusError 5xx", "UPSTREAM_UNAVAILABLE", "http_5xx", "true"),
+    RuleRow("MCPError -32001", "UPSTREAM_TIMEOUT", "timeout", "true", "client timeout"),
+    RuleRow("MCPError -32000", "UPSTREAM_UNAVAILABLE", "connection_closed", "true"),
+    RuleRow("MCPError other", "UPSTREAM_UNAVAILABLE", "mcp_error", "false", "server refused"),
+    RuleRow("ExceptionGroup", "(first mapped leaf)", "", "", "else the first leaf"),
+    RuleRow("anything else", "INTERNAL_ERROR", "<snake_case type>", "false", "text withheld"),
+)
+
+_registry: dict[Key, Rule] = {key: rule for key, rule, _ in BUILTIN_RULES}
+
+
+def register_exception(
+    exc_type: Key,
+    code: ErrorCode | str | None = None,
+    *,
+    reason: str | None = None,
+    retriable: bool = False,
+    rule: DynamicRule | None = None,
+) -> None:
+    """Map an exception type (or its dotted name ``"pkg.QualName"``) to an ``ErrorCode``.
+
+    Give ``code`` (with optional ``reason``; None means snake_case of the raised type's
+    name) or a ``rule`` function for mappings that depend on the exception's content.
+    Registering a key again replaces its rule, built-in rows included; subclasses match
+    through the MRO.
+    """
+    if (code is None) == (rule is None):
+        raise TypeError("register_exception needs exactly one of 'code' or 'rule'")
+    if isinstance(exc_type, str) and exc_type.count(".") != 1:
+        raise ValueError(f"dotted exception name must be 'package.QualName', got {exc_type!r}")
+    if isinstance(exc_type, type) and not issubclass(exc_type, BaseException):
+        raise TypeError(f"{exc_type!r} is not an exception type")
+    if rule is not None:
+        _registry[exc_type] = rule
+    elif code is not None:
+        _registry[exc_type] = ErrorRule(ErrorCode(code), reason, retriable)
+
+
+def unregister_exception(exc_type: Key) -> None:
+    """Remove a registered rule; a built-in row comes back as it shipped."""
+    _registry.pop(exc_type, None)
+    for key, builtin, _ in BUILTIN_RULES:
+        if key == exc_type:
+            _registry[key] = builtin
+
+
+def _dotted(cls: type) -> str:
+    return f"{cls.__module__.partition('.')[0]}.{cls.__qualname__}"
+
+
+def _apply(rule: Rule, exc: BaseException) -> Classification | None:
+    if isinstance(rule, ErrorRule):
+        reason = rule.reason or snake_case(type(exc).__name__)
+        return Classification(rule.code, reason, rule.retriable, exc)
+    try:
+        return rule(exc)
+    except Exception:  # a broken rule must not turn a failure answer into a crash
+        logger.warning(
+            "exception rule %r failed on %s; trying the next base", rule, type(exc).__name__
+        )
+        return None
+
+
+def _classify_single(exc: BaseException) -> Classification | None:
+    for cls in type(exc).__mro__:
+        declared = cls.__dict__.get("__llamon_error__")
+        candidates = (declared, _registry.get(cls), _registry.get(_dotted(cls)))
+        for rule in candidates:
+            if isinstance(rule, ErrorRule) or callable(rule):
+                result = _apply(rule, exc)
+                if result is not None:
+                    return result
+    return None
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
+    for inner in group.exceptions:
+        if isinstance(inner, BaseExceptionGroup):
+            yield from _leaves(inner)
+        else:
+            yield inner
+
+
+def classify_exception(exc: BaseException) -> Classification:
+    """Classify ``exc``; never raises. See the module docstring for the resolution order."""
+    if isinstance(exc, BaseExceptionGroup):
+        leaves = list(_leaves(exc))
+        for leaf in leaves:
+            found = _classify_single(leaf)
+            if found is not None:
+                return found
+        exc = leaves[0] if leaves else exc
+    else:
+        found = _classify_single(exc)
+        if found is not None:
+            return found
+    return Classification(
+        ErrorCode.INTERNAL_ERROR, snake_case(type(exc).__name__), False, exc, mapped=False
+    )
+
+
+def python_exc_to_error_code(exc: BaseException) -> tuple[ErrorCode, str, bool]:
+    """``(errorCode, errorReason, retriable)`` for an exception (seed 000's table)."""
+    return classify_exception(exc).as_tuple()
+
+
+def registered_rules() -> list[RuleRow]:
+    """The table as printable rows: built-in rows, user rows, then content-dependent rows."""
+    rows: list[RuleRow] = []
+    notes = {key: note for key, _, note in BUILTIN_RULES}
+    for key, rule in _registry.items():
+        name = key if isinstance(key, str) else _dotted(key)
+        note = notes.get(key, "registered")
+        if isinstance(rule, ErrorRule):
+            reason = rule.reason or "<snake_case type>"
+            rows.append(RuleRow(name, rule.code.value, reason, str(rule.retriable).lower(), note))
+        else:
+            rows.append(RuleRow(name, "(by content)", "", "", note))
+    rows.extend(_DYNAMIC_ROWS)
+    return rows

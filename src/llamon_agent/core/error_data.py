@@ -1,0 +1,350 @@
+"""The error payloads clients receive, and the factories that build them without raising.
+
+Two places on the wire carry an error payload (see seed 000, "두 레이어"):
+
+* ``ProtocolErrorData`` -- in the JSON-RPC ``error.data`` of a request refused before a
+  task exists (bad input, unsupported mode, payload too large, unauthenticated).
+* ``ApplicationErrorData`` -- in the DataPart of a ``failed`` task's status message, next
+  to a TextPart for display; it may carry the failed flow ``node``, the ``flow``'s
+  completed nodes and, for guardrail blocks, a ``guardrail`` sub-object.
+
+Both serialize with camelCase wire names (``errorCode``, ``retryAfterMs`` ...) and enforce
+the value conventions when built. The ``make_*`` factories never raise: invalid values
+give ``INTERNAL_ERROR`` / ``error_data_build_failed`` and the original intent is logged,
+so a typo in an ``errorSource`` can never turn a failure answer into a crash.
+``errorMessage`` always passes through the scrubber.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, Final, TypeVar
+
+from a2a.types import DataPart, Part, TextPart
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+)
+from pydantic.alias_generators import to_camel
+
+from llamon_agent.core.codes import ErrorCode
+from llamon_agent.core.scrub import scrub_text
+
+__all__ = [
+    "APPLICATION_EXTRA_FIELDS",
+    "ERROR_SOURCE_SYSTEMS",
+    "PROTOCOL_EXTRA_FIELDS",
+    "ApplicationErrorData",
+    "BaseErrorData",
+    "ErrorFlow",
+    "ErrorNode",
+    "GuardrailInfo",
+    "ProtocolErrorData",
+    "application_error_to_parts",
+    "build_guardrail_application_error",
+    "build_guardrail_extras",
+    "make_application_error_data",
+    "make_protocol_error_data",
+    "normalize_extras",
+]
+
+logger = logging.getLogger("llamon_agent.errors")
+
+ERROR_SOURCE_SYSTEMS: Final = frozenset(
+    {"mcp", "rag", "llm", "db", "http", "validator", "guardrail", "internal"}
+)
+"""The systems an ``errorSource`` may name: ``"{system}:{locator}"``."""
+
+_ASCII_PRINTABLE = re.compile(r"[\x20-\x7e]+")
+_ERROR_SOURCE = re.compile(r"([a-z]+):([\x21-\x7e]+)")
+_KEBAB = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+_CATALOG_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
+_CATEGORY = re.compile(r"[a-z0-9]+(?:[-_][a-z0-9]+)*")
+
+
+def _reason(value: str) -> str:
+    if not value or not _ASCII_PRINTABLE.fullmatch(value) or len(value) > 128:
+        raise ValueError("errorReason must be 1-128 printable ASCII characters")
+    return value
+
+
+def _source(value: str) -> str:
+    match = _ERROR_SOURCE.fullmatch(value)
+    if match is None or match.group(1) not in ERROR_SOURCE_SYSTEMS:
+        systems = ", ".join(sorted(ERROR_SOURCE_SYSTEMS))
+        raise ValueError(f"errorSource must be '{{system}}:{{locator}}' with system in {systems}")
+    return value
+
+
+def _domain(value: str) -> str:
+    if not _KEBAB.fullmatch(value):
+        raise ValueError("domain must be kebab-case ASCII, e.g. 'subject-management'")
+    return value
+
+
+def _catalog_key(value: str) -> str:
+    if not _CATALOG_KEY.fullmatch(value):
+        raise ValueError("domainCode must be an ASCII catalog key such as 'DOC_005'")
+    return value
+
+
+def _category(value: str) -> str:
+    if not _CATEGORY.fullmatch(value):
+        raise ValueError("violationCategory must be lower-case ASCII words joined by - or _")
+    return value
+
+
+def _scrubbed(value: str) -> str:
+    return scrub_text(value)
+
+
+Reason = Annotated[str, AfterValidator(_reason)]
+ErrorSource = Annotated[str, AfterValidator(_source)]
+Domain = Annotated[str, AfterValidator(_domain)]
+DomainCode = Annotated[str, AfterValidator(_catalog_key)]
+ScrubbedText = Annotated[str, AfterValidator(_scrubbed)]
+NonNegativeInt = Annotated[StrictInt, Field(ge=0)]
+
+
+class _WireModel(BaseModel):
+    """camelCase on the wire, snake_case in Python; unknown wire keys are ignored on read."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        serialize_by_alias=True,
+        extra="ignore",
+        frozen=True,
+    )
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON-ready dict a client receives (camelCase keys, unset optionals omitted)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class ErrorNode(_WireModel):
+    """The flow node that failed: ``{"id": "rag_search", "kind": "business"}``."""
+
+    id: Annotated[str, Field(min_length=1, max_length=200)]
+    kind: Annotated[str, Field(min_length=1, max_length=64)]
+
+
+class ErrorFlow(_WireModel):
+    """What the flow finished before the failure: ``{"completedNodes": [...]}`` in order."""
+
+    completed_nodes: list[str] = Field(default_factory=list)
+
+
+class GuardrailInfo(_WireModel):
+    """``data.guardrail``: why a guardrail blocked. Show ``violationCategory`` to users."""
+
+    violation_category: Annotated[str, AfterValidator(_category)]
+    policy_id: DomainCode | None = None
+    severity: Annotated[str, AfterValidator(_category)] | None = None
+
+
+class BaseErrorData(_WireModel):
+    """Fields common to protocol- and application-level error data."""
+
+    error_code: ErrorCode
+    error_reason: Reason
+    error_message: ScrubbedText = ""
+    retriable: StrictBool = False
+    retried: NonNegativeInt = 0
+    retry_after_ms: NonNegativeInt | None = None
+    error_source: ErrorSource | None = None
+    domain: Domain | None = None
+    domain_code: DomainCode | None = None
+    incident_id: Annotated[str, Field(pattern=r"^[a-f0-9]{12}$")] | None = None
+
+
+class ProtocolErrorData(BaseErrorData):
+    """``error.data`` of a JSON-RPC error: the request was refused before a task existed."""
+
+
+class ApplicationErrorData(BaseErrorData):
+    """The DataPart of a failed task: what failed, where, and whether to retry."""
+
+    node: ErrorNode | None = None
+    flow: ErrorFlow | None = None
+    guardrail: GuardrailInfo | None = None
+
+
+def _extra_fields(model: type[BaseErrorData]) -> frozenset[str]:
+    required = {"error_code", "error_reason", "error_message", "retriable"}
+    return frozenset(name for name in model.model_fields if name not in required)
+
+
+PROTOCOL_EXTRA_FIELDS: Final = _extra_fields(ProtocolErrorData)
+"""Optional fields an extra may set on protocol error data (snake_case names)."""
+APPLICATION_EXTRA_FIELDS: Final = _extra_fields(ApplicationErrorData)
+"""Optional fields an extra may set on application error data (snake_case names)."""
+
+_WIRE_TO_FIELD: Final = {
+    to_camel(name): name for name in APPLICATION_EXTRA_FIELDS | PROTOCOL_EXTRA_FIELDS
+}
+
+
+def normalize_extras(
+    extras: Mapping[str, object], *, allowed: frozenset[str] = APPLICATION_EXTRA_FIELDS
+) -> dict[str, object]:
+    """Map extras given by wire name (``retryAfterMs``) or Python name to field names.
+
+    Raises ``TypeError`` naming the key for an unknown extra or one given twice, so a
+    typo fails where it is written instead of being dropped.
+    """
+    normalized: dict[str, object] = {}
+    for key, value in extras.items():
+        name = _WIRE_TO_FIELD.get(key, key)
+        if name not in allowed:
+            options = ", ".join(sorted(to_camel(field) for field in allowed))
+            raise TypeError(f"unknown error-data extra {key!r}; allowed: {options}")
+        if name in normalized:
+            raise TypeError(f"error-data extra {key!r} given twice (camelCase and snake_case)")
+        normalized[name] = value
+    return normalized
+
+
+_FALLBACK_MESSAGE: Final = "The error details could not be built; the server log has the cause."
+_FALLBACK_REASON: Final = "error_data_build_failed"
+
+ModelT = TypeVar("ModelT", bound=BaseErrorData)
+
+
+def _build(
+    model: type[ModelT],
+    code: ErrorCode | str,
+    reason: str,
+    message: str,
+    retriable: bool,
+    extras: Mapping[str, object],
+) -> ModelT:
+    allowed = APPLICATION_EXTRA_FIELDS if model is ApplicationErrorData else PROTOCOL_EXTRA_FIELDS
+    try:
+        fields = normalize_extras(extras, allowed=allowed)
+        return model.model_validate(
+            {
+                "error_code": code,
+                "error_reason": reason,
+                "error_message": message,
+                "retriable": retriable,
+                **fields,
+            }
+        )
+    except (ValidationError, TypeError) as exc:
+        if isinstance(exc, ValidationError):
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+            )
+        else:
+            problems = str(exc)
+        logger.warning(
+            "error data fallback to INTERNAL_ERROR/%s: intended code=%s reason=%s extras=%s: %s",
+            _FALLBACK_REASON,
+            scrub_text(str(code), max_length=40),
+            scrub_text(str(reason), max_length=128),
+            sorted(scrub_text(str(key), max_length=64) for key in extras),
+            scrub_text(problems, max_length=1000),
+        )
+        return model(
+            error_code=ErrorCode.INTERNAL_ERROR,
+            error_reason=_FALLBACK_REASON,
+            error_message=_FALLBACK_MESSAGE,
+            retriable=False,
+        )
+
+
+def make_protocol_error_data(
+    code: ErrorCode | str,
+    reason: str,
+    message: str = "",
+    *,
+    retriable: bool = False,
+    **extras: object,
+) -> ProtocolErrorData:
+    """Build ``error.data`` for a JSON-RPC error. Never raises (see module docstring)."""
+    return _build(ProtocolErrorData, code, reason, message, retriable, extras)
+
+
+def make_application_error_data(
+    code: ErrorCode | str,
+    reason: str,
+    message: str = "",
+    *,
+    retriable: bool = False,
+    **extras: object,
+) -> ApplicationErrorData:
+    """Build the DataPart payload of a failed task. Never raises (see module docstring).
+
+    ``extras`` are the optional fields by wire or Python name: ``retryAfterMs``,
+    ``errorSource``, ``domain``, ``domainCode``, ``retried``, ``incidentId``, ``node``,
+    ``flow``, ``guardrail``.
+    """
+    return _build(ApplicationErrorData, code, reason, message, retriable, extras)
+
+
+_DISPLAY_TEXT: Final[Mapping[ErrorCode, str]] = {
+    ErrorCode.INVALID_INPUT: "The request was not valid.",
+    ErrorCode.AUTH_REQUIRED: "Authentication is required.",
+    ErrorCode.NOT_FOUND: "The requested resource was not found.",
+    ErrorCode.UPSTREAM_UNAVAILABLE: "A service this agent depends on is unavailable.",
+    ErrorCode.UPSTREAM_TIMEOUT: "A service this agent depends on timed out.",
+    ErrorCode.RATE_LIMITED: "Too many requests; try again later.",
+    ErrorCode.GUARDRAIL_BLOCKED: "The request was blocked by a safety policy.",
+    ErrorCode.INTERNAL_ERROR: "The agent failed unexpectedly.",
+}
+
+
+def application_error_to_parts(data: BaseErrorData, display_text: str | None = None) -> list[Part]:
+    """The parts of a failed status message: a TextPart to show, then a DataPart with ``data``.
+
+    ``display_text`` defaults to the error message, or a plain sentence for the code.
+    """
+    text = scrub_text(display_text) if display_text else data.error_message
+    return [
+        Part(root=TextPart(text=text or _DISPLAY_TEXT[data.error_code])),
+        Part(root=DataPart(data=data.to_wire())),
+    ]
+
+
+def build_guardrail_extras(
+    violation_category: str,
+    *,
+    locator: str = "policy",
+    policy_id: str | None = None,
+    severity: str | None = None,
+) -> dict[str, object]:
+    """Extras for a guardrail block: ``errorSource="guardrail:<locator>"`` and ``guardrail``."""
+    guardrail: dict[str, object] = {"violationCategory": violation_category}
+    if policy_id is not None:
+        guardrail["policyId"] = policy_id
+    if severity is not None:
+        guardrail["severity"] = severity
+    return {"errorSource": f"guardrail:{locator}", "guardrail": guardrail}
+
+
+def build_guardrail_application_error(
+    violation_category: str,
+    message: str = "",
+    *,
+    reason: str = "guardrail_blocked",
+    locator: str = "policy",
+    policy_id: str | None = None,
+    severity: str | None = None,
+    **extras: object,
+) -> ApplicationErrorData:
+    """``GUARDRAIL_BLOCKED`` error data (never retriable). Never raises."""
+    fields = build_guardrail_extras(
+        violation_category, locator=locator, policy_id=policy_id, severity=severity
+    )
+    fields.update(extras)
+    return make_application_error_data(
+        ErrorCode.GUARDRAIL_BLOCKED, reason, message, retriable=False, **fields
+    )

@@ -1,0 +1,47 @@
+"""Human in the loop: ask the caller for input instead of failing.
+
+``input-required`` and ``auth-required`` are not errors; they are normal flow control.
+An agent or a flow node *returns* (never raises) a ``HITLInterrupt``; the A2A server
+answers the task ``input-required`` (or ``auth-required``) with ``payload`` as a
+DataPart, and the client's next message on the same task resumes the work::
+
+    async def ask_birthday(state):
+        if not state.get("birthday"):
+            return HITLInterrupt(
+                payload={"question": "생년월일을 알려주세요."},
+                thread_id=state["thread_id"],
+            )
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = ["HITLInterrupt", "InterruptKind"]
+
+InterruptKind = Literal["input-required", "auth-required"]
+
+
+@dataclass(frozen=True, slots=True)
+class HITLInterrupt:
+    """A pause for the caller: the task goes ``input-required`` (or ``auth-required``).
+
+    ``payload`` is what the caller sees (a question, a form, an auth URL); ``thread_id``
+    names the conversation/checkpoint thread to resume; ``kind`` picks the task state.
+    """
+
+    payload: Mapping[str, Any] = field(default_factory=dict)
+    thread_id: str | None = None
+    kind: InterruptKind = "input-required"
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("input-required", "auth-required"):
+            raise ValueError(
+                f"HITLInterrupt.kind must be 'input-required' or 'auth-required', got {self.kind!r}"
+            )
+        if not isinstance(self.payload, Mapping):
+            raise TypeError(
+                f"HITLInterrupt.payload must be a mapping, got {type(self.payload).__name__}"
+            )

@@ -1,0 +1,928 @@
+"""The security boundary: every message and evidence dict the SDK emits passes through here.
+
+What a caller sees:
+
+* :func:`scrub_text` returns the text with credentials and personal data replaced by
+  kind-tagged markers such as ``[REDACTED:token]``, ``[REDACTED:email]`` or
+  ``[REDACTED:phone]`` (URL user-info becomes plain ``[REDACTED]``), truncated to
+  ``max_length`` characters plus ``"…[truncated]"``.
+* :func:`scrub_evidence` returns a new dict built by an allow-list: credentials become
+  ``{key}_present`` booleans, identities become ``{key}_hash`` keyed hashes, allowed
+  operational keys keep their (scrubbed) values, and everything else is dropped and named
+  under ``dropped_keys``.
+* :func:`keyed_hash` returns a 16-hex-char HMAC-SHA256 digest, so two records about the same
+  user or session can be correlated without storing the raw identifier.
+
+Nothing here raises at response time: a scrubber failure yields a marker
+(``[REDACTED:scrub_failed]`` / ``{"scrub_failed": True}``) rather than the raw data.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import enum
+import hashlib
+import hmac
+import os
+import re
+import secrets
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from functools import lru_cache
+from typing import Final
+
+__all__ = [
+    "REDACTED",
+    "allow_evidence_keys",
+    "keyed_hash",
+    "scrub_evidence",
+    "scrub_text",
+    "scrub_value",
+    "set_hash_key",
+]
+
+REDACTED: Final = "[REDACTED]"
+"""The plain redaction marker; text replacements add the kind, e.g. ``[REDACTED:email]``."""
+
+_TRUNCATED: Final = "…[truncated]"
+_SCRUB_FAILED_TEXT: Final = "[REDACTED:scrub_failed]"
+_HASH_KEY_ENV: Final = "LLAMON_SCRUB_KEY"
+_EVIDENCE_TEXT_LIMIT: Final = 500
+_MAX_ITEMS: Final = 50
+_MAX_DEPTH: Final = 5
+_DEPTH_LIMIT: Final = "[depth-limit]"
+
+
+def _marker(kind: str) -> str:
+    return f"[REDACTED:{kind}]"
+
+
+# --------------------------------------------------------------------------------------
+# Text patterns (compiled once; every pattern is anchored by a look-behind or a literal so
+# that scanning stays linear in the input length).
+# --------------------------------------------------------------------------------------
+
+_PRIVATE_KEY_RE: Final = re.compile(
+    r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY-----.*?"
+    r"(?:-----END[A-Z0-9 ]{0,40}PRIVATE KEY-----|\Z)",
+    re.DOTALL,
+)
+
+# scheme://user:pass@host -> scheme://[REDACTED]@host (the user part is an identity too).
+_URL_USERINFO_RE: Final = re.compile(
+    r"(?P<scheme>(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,30}://)[^\s/?#\[\]]{1,256}@"
+)
+
+_JWT_RE: Final = re.compile(
+    r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{2,}(?:\.[A-Za-z0-9_\-]{2,}){1,3}\.[A-Za-z0-9_\-]*"
+)
+
+_API_KEY_RE: Final = re.compile(
+    r"(?<![A-Za-z0-9_\-])(?:"
+    r"sk-[A-Za-z0-9_\-]{16,}"  # OpenAI (sk-, sk-proj-) and Anthropic (sk-ant-...)
+    r"|(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])"  # AWS access key ids
+    r"|gh[pousr]_[A-Za-z0-9]{20,}"  # GitHub tokens
+    r"|github_pat_[A-Za-z0-9_]{20,}"
+    r"|glpat-[A-Za-z0-9_\-]{20,}"  # GitLab
+    r"|xox[abposr]-[A-Za-z0-9\-]{10,}"  # Slack
+    r"|AIza[0-9A-Za-z_\-]{30,}"  # Google
+    r"|(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{10,}"  # Stripe
+    r"|whsec_[A-Za-z0-9]{20,}"
+    r"|hf_[A-Za-z0-9]{30,}"  # Hugging Face
+    r"|npm_[A-Za-z0-9]{30,}"
+    r")"
+)
+
+# "Bearer <token>" / "Basic <b64>" anywhere (the Authorization header itself is handled by
+# the key/value pass, which also knows the other schemes).
+_BEARER_RE: Final = re.compile(
+    r"(?<![A-Za-z0-9_\-])(?P<scheme>bearer|basic)(?P<sp>[ \t]+)"
+    r"(?P<value>[A-Za-z0-9\-._~+/]+=*)",
+    re.IGNORECASE,
+)
+_PLAIN_WORD_RE: Final = re.compile(r"[A-Z]?[a-z]{1,15}")
+
+_EMAIL_RE: Final = re.compile(
+    r"(?<![A-Za-z0-9._%+\-])[A-Za-z0-9._%+\-]{1,64}@"
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.){1,8}[A-Za-z]{2,24}"
+)
+
+# Long runs of token characters; only those that look random are redacted (see
+# _looks_random).  "=" is only allowed as trailing padding so "key=value" splits.
+_ENTROPY_RE: Final = re.compile(r"(?<![A-Za-z0-9_\-+/])[A-Za-z0-9_\-+/]{32,}={0,3}")
+_UUID_RE: Final = re.compile(
+    r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}"
+)
+_ENTROPY_MIN_LENGTH: Final = 32
+_ENTROPY_MIN_TRANSITIONS: Final = 6
+
+_PHONE_RE: Final = re.compile(
+    r"(?<![A-Za-z0-9+])(?:"
+    r"\+[1-9](?:[ .\-()]{0,2}[0-9]){7,14}"  # E.164: + and 8-15 digits
+    r"|01[016789][ .\-]?[0-9]{3,4}[ .\-]?[0-9]{4}"  # Korean mobile
+    r"|(?:1[ .\-])?\([0-9]{3}\)[ .\-]?[0-9]{3}[ .\-][0-9]{4}"  # (555) 123-4567
+    r"|(?:1[ .\-])?[0-9]{3}(?P<sep>[.\-])[0-9]{3}(?P=sep)[0-9]{4}"  # 555-123-4567
+    r")(?![A-Za-z0-9])"
+)
+
+# key=value / key: value / "key": "value" / key => value.  The value is parsed by hand.
+_KV_RE: Final = re.compile(
+    r"(?<![A-Za-z0-9_])(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{0,63})"
+    r"(?P<kq>\\?[\"']?)(?P<sep>[ \t]*(?:=>|:=|[:=])[ \t]*)"
+)
+_UNQUOTED_VALUE_RE: Final = re.compile(r"[^\s&,;\"'`]+")
+_DQ_BODY_RE: Final = re.compile(r"(?:[^\"\\\r\n]|\\.)*")
+_SQ_BODY_RE: Final = re.compile(r"(?:[^'\\\r\n]|\\.)*")
+_EOL_RE: Final = re.compile(r"[^\r\n]*")
+_AUTH_SCHEME_RE: Final = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9\-]{0,20})[ \t]+")
+_AUTH_CRED_RE: Final = re.compile(r"[^\s\"'`,;&]+")
+_MARKER_RE: Final = re.compile(r"\[REDACTED(?::[a-z_]+)?\]")
+
+# --password value / -user value (the value is a look-ahead so that "-v --password x" works).
+_CLI_RE: Final = re.compile(
+    r"(?<![A-Za-z0-9_\-])--?(?P<key>[A-Za-z][A-Za-z0-9_\-]{0,63})[ \t]+"
+    r"(?=(?P<value>\"[^\"\r\n]*\"|'[^'\r\n]*'|[^\s\"'`]+))"
+)
+
+_CAMEL_RE: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_WHITESPACE_RE: Final = re.compile(r"\s")
+
+_AUTH_SCHEMES: Final = frozenset(
+    {
+        "aws4-hmac-sha256",
+        "basic",
+        "bearer",
+        "digest",
+        "dpop",
+        "hmac",
+        "hmac-sha256",
+        "hoba",
+        "jwt",
+        "key",
+        "mac",
+        "mutual",
+        "negotiate",
+        "ntlm",
+        "oauth",
+        "scram-sha-1",
+        "scram-sha-256",
+        "sso",
+        "token",
+        "apikey",
+        "api-key",
+        "vapid",
+    }
+)
+
+# Key vocabulary for free text.  Keys are split into lower-case components (snake, kebab,
+# dotted and camelCase all work) and judged by their last one or two components.
+_TEXT_SECRET_LAST: Final = {
+    "auth": "token",
+    "bearer": "token",
+    "cookie": "cookie",
+    "cookies": "cookie",
+    "credential": "secret",
+    "credentials": "secret",
+    "jwt": "token",
+    "passphrase": "password",
+    "passwd": "password",
+    "password": "password",
+    "pwd": "password",
+    "secret": "secret",
+    "session": "session",
+    "sid": "session",
+    "sig": "secret",
+    "signature": "secret",
+    "token": "token",
+    "apikey": "api_key",
+    "otp": "secret",
+}
+_TEXT_SECRET_SQUASHED: Final = (
+    ("password", "password"),
+    ("passwd", "password"),
+    ("passphrase", "password"),
+    ("token", "token"),
+    ("secret", "secret"),
+    ("cookie", "cookie"),
+    ("credential", "secret"),
+    ("credentials", "secret"),
+    ("apikey", "api_key"),
+    ("accesskey", "api_key"),
+    ("secretkey", "api_key"),
+    ("privatekey", "secret"),
+    ("sessionid", "session"),
+)
+_TEXT_SECRET_PAIRS: Final = {
+    ("api", "key"): "api_key",
+    ("access", "key"): "api_key",
+    ("secret", "key"): "api_key",
+    ("private", "key"): "secret",
+    ("session", "id"): "session",
+    ("auth", "code"): "secret",
+}
+_TEXT_IDENTITY_LAST: Final = {
+    "user": "user_id",
+    "username": "user_id",
+    "userid": "user_id",
+    "uid": "user_id",
+    "customerid": "user_id",
+    "accountid": "user_id",
+    "memberid": "user_id",
+    "email": "email",
+    "emailaddress": "email",
+    "phone": "phone",
+    "phonenumber": "phone",
+    "mobile": "phone",
+    "msisdn": "phone",
+}
+_TEXT_IDENTITY_PAIRS: Final = {
+    ("user", "id"): "user_id",
+    ("user", "name"): "user_id",
+    ("customer", "id"): "user_id",
+    ("account", "id"): "user_id",
+    ("member", "id"): "user_id",
+    ("e", "mail"): "email",
+    ("email", "address"): "email",
+    ("phone", "number"): "phone",
+    ("mobile", "number"): "phone",
+}
+# Only secret inside a URL query string (``?code=...&key=...``).
+_TEXT_QUERY_ONLY: Final = frozenset({"code", "key"})
+
+
+def _components(key: str) -> list[str]:
+    return [part for part in re.split(r"[_\-.]+", _CAMEL_RE.sub("_", key).lower()) if part]
+
+
+@lru_cache(maxsize=1024)
+def _text_key_kind(key: str, in_query: bool) -> str | None:
+    """The redaction kind for the value of ``key`` in free text, or None to keep it."""
+    parts = _components(key)
+    if not parts:
+        return None
+    last = parts[-1]
+    pair = (parts[-2], last) if len(parts) > 1 else None
+    if last.endswith("authorization"):
+        return "authorization"
+    if pair is not None and pair in _TEXT_SECRET_PAIRS:
+        return _TEXT_SECRET_PAIRS[pair]
+    if last in _TEXT_SECRET_LAST:
+        return _TEXT_SECRET_LAST[last]
+    for suffix, kind in _TEXT_SECRET_SQUASHED:
+        if last.endswith(suffix):
+            return kind
+    if pair is not None and pair in _TEXT_IDENTITY_PAIRS:
+        return _TEXT_IDENTITY_PAIRS[pair]
+    if last in _TEXT_IDENTITY_LAST:
+        return _TEXT_IDENTITY_LAST[last]
+    if in_query and len(parts) == 1 and last in _TEXT_QUERY_ONLY:
+        return "secret"
+    return None
+
+
+def _bearer_repl(match: re.Match[str]) -> str:
+    value = match.group("value")
+    if len(value) < 8 or _PLAIN_WORD_RE.fullmatch(value):
+        return match.group(0)  # "Bearer token expired", "Basic auth failed"
+    return f"{match.group('scheme')}{match.group('sp')}{_marker('token')}"
+
+
+def _char_class(char: str) -> int:
+    if "a" <= char <= "z":
+        return 1
+    if "A" <= char <= "Z":
+        return 2
+    if "0" <= char <= "9":
+        return 3
+    return 0
+
+
+def _looks_random(run: str) -> bool:
+    """True for runs that look like generated secrets rather than words, paths or UUIDs."""
+    core = run.rstrip("=")
+    if _UUID_RE.search(core):
+        # UUIDs are correlation ids (task_id, context_id, incident ids): keep them, but
+        # still judge whatever surrounds them.
+        return any(
+            len(piece) >= _ENTROPY_MIN_LENGTH and _looks_random(piece)
+            for piece in _UUID_RE.split(core)
+        )
+    has_letter = has_digit = False
+    transitions = 0
+    previous = 0
+    for char in core:
+        current = _char_class(char)
+        if current == 3:
+            has_digit = True
+        elif current:
+            has_letter = True
+        if current and previous and current != previous:
+            transitions += 1
+        previous = current
+    return (
+        has_letter
+        and has_digit
+        and transitions >= _ENTROPY_MIN_TRANSITIONS
+        and transitions * 4 >= len(core)
+    )
+
+
+def _entropy_repl(match: re.Match[str]) -> str:
+    run = match.group(0)
+    return _marker("secret") if _looks_random(run) else run
+
+
+def _is_marker(text: str) -> bool:
+    return _MARKER_RE.fullmatch(text) is not None or text == REDACTED
+
+
+def _line_end(text: str, pos: int) -> int:
+    match = _EOL_RE.match(text, pos)
+    return match.end() if match else pos
+
+
+def _value_span(text: str, pos: int) -> tuple[int, int, bool] | None:
+    """Where the value starting at ``pos`` lies: (start, end, quoted); None when empty."""
+    if text.startswith(('\\"', "\\'"), pos):
+        quote = "\\" + text[pos + 1]
+        start = pos + 2
+        eol = _line_end(text, start)
+        close = text.find(quote, start, eol)
+        return start, close if close >= 0 else eol, True
+    if pos < len(text) and text[pos] in "\"'":
+        body = _DQ_BODY_RE if text[pos] == '"' else _SQ_BODY_RE
+        start = pos + 1
+        match = body.match(text, start)
+        return start, match.end() if match else start, True
+    match = _UNQUOTED_VALUE_RE.match(text, pos)
+    if match is None:
+        return None
+    return match.start(), match.end(), False
+
+
+def _redact_key_values(text: str) -> str:
+    pieces: list[str] = []
+    cursor = 0
+    for match in _KV_RE.finditer(text):
+        start = match.start()
+        if match.end() < cursor:
+            continue  # inside a value that was already redacted
+        in_query = start > 0 and text[start - 1] in "?&"
+        kind = _text_key_kind(match.group("key"), in_query)
+        if kind is None:
+            continue
+        pos = match.end()
+        if kind == "cookie" and not match.group("kq") and ":" in match.group("sep"):
+            # Cookie / Set-Cookie header: everything to the end of the line.
+            span: tuple[int, int, bool] | None = (pos, _line_end(text, pos), False)
+        else:
+            span = _value_span(text, pos)
+        if span is None:
+            continue
+        value_start, value_end, quoted = span
+        if kind == "authorization":
+            kind = "token"
+            scheme = _AUTH_SCHEME_RE.match(text, value_start, value_end if quoted else len(text))
+            if scheme and scheme.group("scheme").lower() in _AUTH_SCHEMES:
+                value_start = scheme.end()
+                if not quoted:
+                    cred = _AUTH_CRED_RE.match(text, value_start)
+                    value_end = cred.end() if cred else value_start
+        value = text[value_start:value_end]
+        if value_start < cursor or not value or _is_marker(value):
+            continue
+        pieces.append(text[cursor:value_start])
+        pieces.append(_marker(kind))
+        cursor = value_end
+    if not pieces:
+        return text
+    pieces.append(text[cursor:])
+    return "".join(pieces)
+
+
+def _redact_cli_flags(text: str) -> str:
+    pieces: list[str] = []
+    cursor = 0
+    for match in _CLI_RE.finditer(text):
+        value_start, value_end = match.span("value")
+        if value_start < cursor:
+            continue
+        kind = _text_key_kind(match.group("key"), False)
+        value = match.group("value")
+        if kind is None or _is_marker(value.strip("\"'")):
+            continue
+        pieces.append(text[cursor:value_start])
+        pieces.append(_marker("token" if kind == "authorization" else kind))
+        cursor = value_end
+    if not pieces:
+        return text
+    pieces.append(text[cursor:])
+    return "".join(pieces)
+
+
+_TEXT_PASSES: Final[tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...]] = (
+    (_PRIVATE_KEY_RE, _marker("private_key")),
+    (_URL_USERINFO_RE, r"\g<scheme>" + REDACTED + "@"),
+    (_JWT_RE, _marker("jwt")),
+    (_API_KEY_RE, _marker("api_key")),
+    (_BEARER_RE, _bearer_repl),
+    (_EMAIL_RE, _marker("email")),
+    (_ENTROPY_RE, _entropy_repl),
+    (_PHONE_RE, _marker("phone")),
+)
+
+
+def _scrub_full(text: str) -> str:
+    for pattern, replacement in _TEXT_PASSES:
+        text = pattern.sub(replacement, text)
+    return _redact_cli_flags(_redact_key_values(text))
+
+
+def _drop_last_token(text: str) -> str:
+    """``text`` without its trailing run of non-space characters (possibly a cut secret)."""
+    last_space = _WHITESPACE_RE.search(text[::-1])
+    return text[: len(text) - last_space.start()] if last_space else ""
+
+
+def scrub_text(text: str, *, max_length: int = 2000) -> str:
+    """Return ``text`` with every credential and piece of personal data replaced.
+
+    The caller sees the text with these replaced (the surrounding words are kept):
+
+    * ``Authorization: <scheme> <value>`` and ``Bearer``/``Basic`` credentials anywhere ->
+      the scheme word stays, the value becomes ``[REDACTED:token]``;
+    * JWTs -> ``[REDACTED:jwt]``; well-known API keys (OpenAI/Anthropic ``sk-``, AWS
+      ``AKIA``/``ASIA``, GitHub, GitLab, Slack, Google ``AIza``, Stripe, Hugging Face, npm)
+      -> ``[REDACTED:api_key]``; PEM private-key blocks -> ``[REDACTED:private_key]``;
+    * values of secret-ish keys (``password=``, ``"api_key": "..."``, ``?access_token=``,
+      ``X-Api-Key:``, ``--password x``, camelCase too) -> ``[REDACTED:<kind>]`` with the key
+      kept; ``Cookie:``/``Set-Cookie:`` header values are redacted to the end of the line;
+    * values of identity keys (``user_id=``, ``username:``, ``customer_id``, ``email``,
+      ``phone`` ...) -> ``[REDACTED:user_id]`` / ``[REDACTED:email]`` / ``[REDACTED:phone]``;
+    * URL user-info -> ``scheme://[REDACTED]@host``;
+    * e-mail addresses -> ``[REDACTED:email]``; phone numbers (E.164, Korean mobile,
+      North American with separators) -> ``[REDACTED:phone]``;
+    * runs of 32+ token characters that contain letters and digits and look random ->
+      ``[REDACTED:secret]``.
+
+    Kept on purpose: dates, times, versions, ports, HTTP statuses, counts, IP addresses,
+    16-hex keyed hashes, file paths and canonical UUIDs (UUIDs are correlation ids such as
+    task or incident ids; a UUID under a secret or identity key is still redacted).
+
+    The result is at most ``max_length`` characters followed by ``"…[truncated]"`` when
+    longer.  Inputs far longer than ``max_length`` are cut before scanning (the possibly
+    split last token is dropped).  Never raises: on an internal error the whole text is
+    replaced by ``[REDACTED:scrub_failed]``.
+    """
+    try:
+        if not isinstance(text, str):
+            text = str(text)
+        limit = max(0, int(max_length))
+        cut = False
+        hard_limit = limit * 4 + 1024
+        if len(text) > hard_limit:
+            text = _drop_last_token(text[:hard_limit])
+            cut = True
+        result = _scrub_full(text)
+        if cut or len(result) > limit:
+            result = result[:limit] + _TRUNCATED
+        return result
+    except Exception:  # a scrubber bug must never leak the raw text nor raise
+        return _SCRUB_FAILED_TEXT
+
+
+# --------------------------------------------------------------------------------------
+# Keyed hashes
+# --------------------------------------------------------------------------------------
+
+_hash_key: bytes | None = None
+_hash_key_lock: Final = threading.Lock()
+
+
+def _current_hash_key() -> bytes:
+    global _hash_key
+    key = _hash_key
+    if key is not None:
+        return key
+    with _hash_key_lock:
+        if _hash_key is None:
+            from_env = os.environ.get(_HASH_KEY_ENV, "")
+            _hash_key = from_env.encode("utf-8") if from_env else secrets.token_bytes(32)
+        return _hash_key
+
+
+def keyed_hash(value: str) -> str:
+    """Return the first 16 hex chars of HMAC-SHA256(key, value).
+
+    The key comes from the ``LLAMON_SCRUB_KEY`` environment variable, read on first use,
+    or from :func:`set_hash_key`.  Without either, a random per-process key is used: hashes
+    are then stable within one process only (fine for correlating records of one run; set
+    ``LLAMON_SCRUB_KEY`` to correlate across processes and restarts).
+    """
+    data = value if isinstance(value, str) else str(value)
+    digest = hmac.new(
+        _current_hash_key(), data.encode("utf-8", "surrogatepass"), hashlib.sha256
+    ).hexdigest()
+    return digest[:16]
+
+
+def set_hash_key(key: bytes | str | None) -> None:
+    """Set the key used by :func:`keyed_hash` (a str is UTF-8 encoded).
+
+    ``None`` installs a fresh random key (the environment variable is not re-read).  Hashes
+    made before the change no longer match hashes made after it.  An empty key is refused
+    with ``ValueError``.
+    """
+    global _hash_key
+    if key is None:
+        new_key = secrets.token_bytes(32)
+    elif isinstance(key, str):
+        new_key = key.encode("utf-8")
+    elif isinstance(key, bytes | bytearray):
+        new_key = bytes(key)
+    else:
+        raise TypeError(f"hash key must be bytes, str or None, not {type(key).__name__}")
+    if not new_key:
+        raise ValueError("hash key must not be empty")
+    with _hash_key_lock:
+        _hash_key = new_key
+
+
+# --------------------------------------------------------------------------------------
+# Evidence
+# --------------------------------------------------------------------------------------
+
+_EVIDENCE_KEY_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,63}")
+
+_CREDENTIAL_KEYS: Final = frozenset(
+    {
+        "access_token",
+        "api_key",
+        "apikey",
+        "auth",
+        "auth_code",
+        "authorization",
+        "authorization_code",
+        "bearer",
+        "client_secret",
+        "cookie",
+        "credential",
+        "credentials",
+        "cvc",
+        "cvv",
+        "id_token",
+        "jwt",
+        "mfa_code",
+        "otp",
+        "otp_code",
+        "passwd",
+        "password",
+        "pin",
+        "pin_code",
+        "private_key",
+        "proxy_authorization",
+        "refresh_token",
+        "secret",
+        "security_code",
+        "set_cookie",
+        "token",
+        "totp_code",
+        "verification_code",
+        "x_api_key",
+    }
+)
+_CREDENTIAL_SUFFIXES: Final = (
+    "_token",
+    "_secret",
+    "_password",
+    "_passwd",
+    "_api_key",
+    "_apikey",
+    "_access_key",
+    "_secret_key",
+    "_private_key",
+    "_credential",
+    "_credentials",
+    "_cookie",
+    "_jwt",
+    "_passphrase",
+    "_otp",
+)
+# Plural credential words are innocent for counts ("input_tokens": 10) but not for strings
+# or lists of strings ("refresh_tokens": ["..."]): those are treated as credentials.
+_CREDENTIAL_PLURALS: Final = ("tokens", "secrets", "passwords", "api_keys", "cookies")
+_CREDENTIAL_PLURAL_SUFFIXES: Final = tuple("_" + plural for plural in _CREDENTIAL_PLURALS)
+
+_IDENTITY_KEYS: Final = frozenset(
+    {
+        "account_id",
+        "customer_id",
+        "e_mail",
+        "email",
+        "ip",
+        "ip_address",
+        "member_id",
+        "mobile",
+        "phone",
+        "phone_number",
+        "session_id",
+        "sessionid",
+        "uid",
+        "user",
+        "user_id",
+        "userid",
+        "username",
+    }
+)
+
+_DEFAULT_ALLOWED_KEYS: Final = frozenset(
+    {
+        "arguments_preview",
+        "attempt",
+        "attempts",
+        "auth_readiness",
+        "candidate_names",
+        "chain",
+        "completed_nodes",
+        "content_type",
+        "context_id",
+        "count",
+        "current_tool",
+        "domain",
+        "domain_code",
+        "elapsed_ms",
+        "enum_values",
+        "error_code",
+        "error_source",
+        "error_type",
+        "exception_type",
+        "expected_target",
+        "field_name",
+        "field_path",
+        "fields",
+        "filter",
+        "graph_version",
+        "host",
+        "http_status",
+        "incident_id",
+        "input_mode",
+        "input_modes",
+        "jsonrpc_code",
+        "label_hints",
+        "limit",
+        "llm_target",
+        "margin",
+        "max_depth",
+        "max_rounds",
+        "max_size",
+        "mcp_code",
+        "method",
+        "missing_fields",
+        "node",
+        "node_id",
+        "node_kind",
+        "options_path",
+        "output_modes",
+        "override_flag",
+        "plan_id",
+        "producer_name",
+        "query",
+        "rank_signals",
+        "reason",
+        "required",
+        "retried",
+        "retry_after_ms",
+        "returned_tool_names",
+        "round",
+        "rounds",
+        "safe_enum_values",
+        "score",
+        "scores",
+        "selected_target",
+        "semantic_tag",
+        "size",
+        "stage",
+        "status",
+        "status_code",
+        "step_id",
+        "target_tool",
+        "task_id",
+        "thread_id",
+        "threshold",
+        "tied_candidates",
+        "timeout_ms",
+        "timeout_s",
+        "tool",
+        "tool_call_id",
+        "tool_name",
+        "top_k",
+        "trace_metadata",
+        "url_path",
+        "violation_category",
+    }
+)
+_DEFAULT_ALLOWED_SUFFIXES: Final = (
+    "_present",
+    "_hash",
+    "_count",
+    "_ms",
+    "_s",
+    "_seconds",
+    "_tokens",
+    "_names",
+    "_status",
+    "_code",
+    "_version",
+    "_kind",
+    "_type",
+    "_index",
+    "_reason",
+    "_flag",
+    "_enabled",
+    "_required",
+    "_size",
+    "_limit",
+)
+
+_allowed_keys: frozenset[str] = _DEFAULT_ALLOWED_KEYS
+_allowed_suffixes: tuple[str, ...] = _DEFAULT_ALLOWED_SUFFIXES
+_allow_lock: Final = threading.Lock()
+
+
+def _normalise_key(key: str) -> str:
+    """``"X-Api-Key"`` -> ``"x_api_key"``, ``"userId"`` -> ``"user_id"``."""
+    return _CAMEL_RE.sub("_", key).lower().replace("-", "_").replace(".", "_")
+
+
+def _is_credential(norm: str) -> bool:
+    return norm in _CREDENTIAL_KEYS or norm.endswith(_CREDENTIAL_SUFFIXES)
+
+
+def _is_plural_credential(norm: str, value: object) -> bool:
+    if value is None or isinstance(value, bool | int | float):
+        return False
+    return norm in _CREDENTIAL_PLURALS or norm.endswith(_CREDENTIAL_PLURAL_SUFFIXES)
+
+
+def _is_allowed(norm: str) -> bool:
+    return norm in _allowed_keys or norm.endswith(_allowed_suffixes)
+
+
+def _present(value: object) -> bool:
+    try:
+        return bool(value)
+    except Exception:  # an object whose __bool__ fails is still "something was there"
+        return True
+
+
+def _hash_of(value: object) -> str | None:
+    if value is None:
+        return None
+    try:
+        text = value if isinstance(value, str) else str(value)
+    except Exception:
+        text = type(value).__name__
+    return keyed_hash(text)
+
+
+def _scrub_mapping(mapping: Mapping[object, object], depth: int) -> dict[str, object]:
+    result: dict[str, object] = {}
+    dropped: set[str] = set()
+    for raw_key, value in mapping.items():
+        if not isinstance(raw_key, str) or not _EVIDENCE_KEY_RE.fullmatch(raw_key):
+            continue  # not a plain name (it could itself be an e-mail or a token)
+        key = str.__str__(raw_key)
+        scrubbed_key = scrub_text(key, max_length=64)
+        if scrubbed_key != key:
+            dropped.add(scrubbed_key)  # the key name itself held a secret
+            continue
+        norm = _normalise_key(key)
+        if _is_credential(norm) or _is_plural_credential(norm, value):
+            result[f"{key}_present"] = _present(value)
+        elif norm in _IDENTITY_KEYS:
+            result[f"{key}_hash"] = _hash_of(value)
+        elif _is_allowed(norm):
+            result[key] = _scrub_value(value, depth + 1)
+        else:
+            dropped.add(key)
+    if dropped:
+        result["dropped_keys"] = sorted(dropped)
+    return result
+
+
+def _scrub_value(value: object, depth: int) -> object:
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return scrub_text(str.__str__(value), max_length=_EVIDENCE_TEXT_LIMIT)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return f"[bytes:{len(value)}]"
+    if isinstance(value, Mapping):
+        if depth > _MAX_DEPTH:
+            return _DEPTH_LIMIT
+        return _scrub_mapping(value, depth)
+    if isinstance(value, list | tuple | set | frozenset):
+        if depth > _MAX_DEPTH:
+            return _DEPTH_LIMIT
+        items: Iterable[object] = value
+        if isinstance(value, set | frozenset):
+            try:
+                items = sorted(value)  # type: ignore[type-var]
+            except TypeError:
+                items = list(value)
+        scrubbed: list[object] = []
+        for item in items:
+            if len(scrubbed) >= _MAX_ITEMS:
+                break
+            scrubbed.append(_scrub_value(item, depth + 1))
+        return scrubbed
+    if isinstance(value, _dt.datetime | _dt.date | _dt.time):
+        return value.isoformat()
+    if isinstance(value, enum.Enum):
+        return scrub_text(f"{type(value).__name__}.{value.name}", max_length=_EVIDENCE_TEXT_LIMIT)
+    # Anything else: its type name only, never its repr (which may hold secrets).
+    return scrub_text(type(value).__name__, max_length=_EVIDENCE_TEXT_LIMIT)
+
+
+def scrub_value(value: object) -> object:
+    """Return the safe form of one evidence value (the policy used for allowed keys).
+
+    The caller sees: ``str`` -> :func:`scrub_text` with ``max_length=500``; ``int``,
+    ``float``, ``bool`` and ``None`` unchanged (subclasses such as ``IntEnum`` become plain
+    ``int``/``float``); lists, tuples and sets -> a list of their first 50 items, each
+    scrubbed (sets sorted when possible); mappings -> :func:`scrub_evidence` applied
+    recursively, with ``"[depth-limit]"`` in place of anything nested deeper than 5
+    levels; ``bytes`` -> ``"[bytes:N]"``; ``datetime``/``date``/``time`` -> ISO text; enum
+    members -> ``"Type.NAME"``; any other object -> its type name only, never its repr.
+    Never raises (``"[scrub-failed]"`` on an internal error).
+    """
+    try:
+        return _scrub_value(value, 1)
+    except Exception:
+        return "[scrub-failed]"
+
+
+def scrub_evidence(evidence: Mapping[str, object] | None) -> dict[str, object]:
+    """Return a new dict holding only what may be stored or shown from ``evidence``.
+
+    Keys that are not plain names (``^[A-Za-z_][A-Za-z0-9_.-]{0,63}$``) are dropped
+    silently.  The rest are compared case-insensitively with ``-``, ``.`` and camelCase
+    normalised to ``_`` (``X-Api-Key`` -> ``x_api_key``), in this order:
+
+    1. credential keys (``token``, ``password``, ``authorization``, ``cookie``, ``api_key``,
+       ``client_secret``, OTP codes ..., and keys ending in ``_token``, ``_secret``,
+       ``_password``, ``_api_key`` ...) become ``{key}_present: bool(value)``; plural forms
+       such as ``refresh_tokens`` are treated the same unless their value is a number;
+    2. identity keys (``user_id``, ``username``, ``email``, ``phone``, ``session_id``,
+       ``customer_id``, ``ip`` ...) become ``{key}_hash: keyed_hash(str(value))`` (``None``
+       stays ``None``);
+    3. allowed keys (a built-in list of operational names such as ``field_name``,
+       ``http_status``, ``tool_name``, ``elapsed_ms``, plus any key ending in an allowed
+       suffix such as ``_tokens``, ``_hash``, ``_ms``, ``_status``; see
+       :func:`allow_evidence_keys`) keep their value, passed through :func:`scrub_value`.
+
+    Every other key is dropped; the dropped names are listed, sorted, under
+    ``dropped_keys`` (present only when something was dropped).  A key whose name itself
+    contains a secret is dropped and listed in its scrubbed form.  ``None`` gives ``{}``.
+    Never raises: on an internal error (or a non-mapping argument) the result is
+    ``{"scrub_failed": True}``.
+    """
+    if evidence is None:
+        return {}
+    try:
+        if not isinstance(evidence, Mapping):
+            return {"scrub_failed": True}
+        return _scrub_mapping(evidence, 0)
+    except Exception:
+        return {"scrub_failed": True}
+
+
+def allow_evidence_keys(*keys: str, suffixes: Iterable[str] = ()) -> None:
+    """Add names to the evidence allow-list for the rest of the process.
+
+    ``keys`` are exact names; ``suffixes`` are name endings such as ``"_region"``.  Both
+    are matched like :func:`scrub_evidence` matches keys (case-insensitive, ``-``, ``.``
+    and camelCase normalised to ``_``).  Allowing a credential or identity key has no
+    effect: those rules take precedence.  Invalid names (not matching the evidence key
+    pattern, or an empty suffix) raise ``ValueError`` and nothing is added.
+    """
+    global _allowed_keys, _allowed_suffixes
+    new_keys: set[str] = set()
+    for key in keys:
+        if not isinstance(key, str) or not _EVIDENCE_KEY_RE.fullmatch(key):
+            raise ValueError(f"not a valid evidence key name: {key!r}")
+        new_keys.add(_normalise_key(key))
+    new_suffixes: list[str] = []
+    for suffix in suffixes:
+        if not isinstance(suffix, str) or not re.fullmatch(r"[A-Za-z0-9_.\-]{1,64}", suffix):
+            raise ValueError(f"not a valid evidence key suffix: {suffix!r}")
+        new_suffixes.append(_normalise_key(suffix))
+    with _allow_lock:
+        _allowed_keys = _allowed_keys | new_keys
+        _allowed_suffixes = _allowed_suffixes + tuple(
+            suffix for suffix in dict.fromkeys(new_suffixes) if suffix not in _allowed_suffixes
+        )

@@ -1,0 +1,62 @@
+"""`llamon errors` prints the tables (the README's main job at this stage)."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from llamon_agent.cli import app
+
+runner = CliRunner()
+
+
+def test_errors_prints_codes_mapping_and_catalog() -> None:
+    result = runner.invoke(app, ["errors"], env={"COLUMNS": "240"})
+    assert result.exit_code == 0, result.output
+    for text in [
+        "UPSTREAM_UNAVAILABLE",
+        "GraphRecursionError",
+        "max_tool_iterations_exceeded",
+        "httpx2.ConnectError",
+        "-32001",
+        "unsatisfied_field",
+        "repeated_tool_call",
+    ]:
+        assert text in result.output
+
+
+def test_errors_json_is_one_document() -> None:
+    result = runner.invoke(app, ["errors", "--json"], env={"COLUMNS": "240"})
+    assert result.exit_code == 0, result.output
+    model = json.loads(result.output)
+    assert model["errorCodes"][0]["code"] == "INVALID_INPUT"
+    assert len(model["errorCodes"]) == 8
+    rows = {row["exception"]: row for row in model["exceptionMapping"]}
+    assert rows["builtins.TimeoutError"]["errorCode"] == "UPSTREAM_TIMEOUT"
+    assert {"jsonRpcCode": -32001, "errorCode": "NOT_FOUND"} in model["jsonRpcCodes"]
+    assert any(r["reason"] == "worker_lost" for r in model["reasons"])
+
+
+def test_errors_import_shows_registered_rows(tmp_path, monkeypatch) -> None:
+    (tmp_path / "my_rules.py").write_text(
+        "from llamon_agent.core.classify import register_exception\n"
+        "from llamon_agent.core.codes import ErrorCode\n"
+        "register_exception('vendorx.QuotaError', ErrorCode.RATE_LIMITED, retriable=True)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        result = runner.invoke(app, ["errors", "--json", "--import", "my_rules"])
+        assert result.exit_code == 0, result.output
+        rows = {row["exception"]: row for row in json.loads(result.output)["exceptionMapping"]}
+        assert rows["vendorx.QuotaError"]["errorCode"] == "RATE_LIMITED"
+    finally:
+        from llamon_agent.core.classify import unregister_exception
+
+        unregister_exception("vendorx.QuotaError")
+
+
+def test_errors_import_of_a_missing_module_is_a_clear_error() -> None:
+    result = runner.invoke(app, ["errors", "--import", "no_such_module_xyz"])
+    assert result.exit_code != 0
+    assert "no_such_module_xyz" in result.output
