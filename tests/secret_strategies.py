@@ -86,7 +86,9 @@ def _basic_credentials() -> st.SearchStrategy[str]:
 
 
 def _bearer() -> st.SearchStrategy[SecretSample]:
-    tokens = st.builds(lambda body, pad: body + pad, _chars(_TOKEN68, 20, 80), st.sampled_from(["", "=", "=="]))
+    tokens = st.builds(
+        lambda body, pad: body + pad, _chars(_TOKEN68, 20, 80), st.sampled_from(["", "=", "=="])
+    )
     basic = _embed(
         "bearer",
         _basic_credentials(),
@@ -121,7 +123,9 @@ _JWT_TEMPLATES = (
 
 
 def _api_key_values() -> st.SearchStrategy[str]:
-    def prefixed(prefix: str, alphabet: str, min_size: int, max_size: int) -> st.SearchStrategy[str]:
+    def prefixed(
+        prefix: str, alphabet: str, min_size: int, max_size: int
+    ) -> st.SearchStrategy[str]:
         return _chars(alphabet, min_size, max_size).map(lambda body: prefix + body)
 
     slack = st.builds(
@@ -198,7 +202,9 @@ def _url_userinfo() -> st.SearchStrategy[SecretSample]:
             password,
             template.format(url=f"{scheme}://{user}:{password}@{host}:{port}/app"),
         ),
-        st.sampled_from(["postgres", "postgresql", "mysql", "redis", "amqp", "mongodb+srv", "https"]),
+        st.sampled_from(
+            ["postgres", "postgresql", "mysql", "redis", "amqp", "mongodb+srv", "https"]
+        ),
         _chars(_ALNUM, 0, 12),
         _chars(_URL_PASSWORD_CHARS, 8, 32),
         st.sampled_from(["db.internal", "localhost", "10.0.0.12", "cache-1.prod.example.com"]),
@@ -253,7 +259,9 @@ def _e164() -> st.SearchStrategy[str]:
 
     return st.builds(
         render,
-        st.builds(lambda first, more: first + more, st.sampled_from("123456789"), _chars(_DIGITS, 0, 2)),
+        st.builds(
+            lambda first, more: first + more, st.sampled_from("123456789"), _chars(_DIGITS, 0, 2)
+        ),
         _chars(_DIGITS, 8, 12),
         st.lists(st.integers(1, 4), min_size=1, max_size=5),
         st.sampled_from(["", " ", "-", "."]),
@@ -277,7 +285,9 @@ def _phone_values() -> st.SearchStrategy[str]:
         area,
         digits(3),
         digits(4),
-        st.sampled_from(["({a}) {b}-{c}", "{a}-{b}-{c}", "{a}.{b}.{c}", "+1 ({a}) {b}-{c}", "1-{a}-{b}-{c}"]),
+        st.sampled_from(
+            ["({a}) {b}-{c}", "{a}-{b}-{c}", "{a}.{b}.{c}", "+1 ({a}) {b}-{c}", "1-{a}-{b}-{c}"]
+        ),
     )
     return st.one_of(_e164(), korean, north_american)
 
@@ -300,7 +310,9 @@ def _user_id_values() -> st.SearchStrategy[str]:
         _chars(_ALNUM, 8, 16).map(lambda body: "u-" + body),
         _chars(_ALNUM, 8, 16).map(lambda body: "usr_" + body),
         _chars(_ALNUM, 14, 14).map(lambda body: "cus_" + body),
-        st.builds(lambda first, rest: first + rest, st.sampled_from("123456789"), _chars(_DIGITS, 7, 11)),
+        st.builds(
+            lambda first, rest: first + rest, st.sampled_from("123456789"), _chars(_DIGITS, 7, 11)
+        ),
     )
 
 
@@ -376,10 +388,17 @@ def innocent_evidence() -> st.SearchStrategy[dict[str, object]]:
             "content_type": st.sampled_from(["application/json", "text/plain; charset=utf-8"]),
             "incident_id": hex16.map(lambda h: h[:12]),
             "task_id": st.uuids().map(str),
-            "url_path": st.lists(_snake, min_size=1, max_size=4).map(lambda parts: "/" + "/".join(parts)),
+            "url_path": st.lists(_snake, min_size=1, max_size=4).map(
+                lambda parts: "/" + "/".join(parts)
+            ),
             "node_kind": st.sampled_from(["tool", "llm", "router"]),
             "trace_metadata": st.fixed_dictionaries(
-                {}, optional={"node_id": _snake, "round": st.integers(0, 20), "input_tokens": st.integers(0, 999)}
+                {},
+                optional={
+                    "node_id": _snake,
+                    "round": st.integers(0, 20),
+                    "input_tokens": st.integers(0, 999),
+                },
             ),
         },
     )

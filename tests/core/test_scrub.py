@@ -42,10 +42,13 @@ def leaks(value: str, output: str, *, context: str = "") -> bool:
     return any(piece in output and piece not in context for piece in pieces)
 
 
-_MARKER_WORDS = " ".join(
-    f"[REDACTED:{kind}]"
-    for kind in ("token", "jwt", "api_key", "secret", "password", "cookie", "session")
-) + " [REDACTED:user_id] [REDACTED:email] [REDACTED:phone] [REDACTED] …[truncated]"
+_MARKER_WORDS = (
+    " ".join(
+        f"[REDACTED:{kind}]"
+        for kind in ("token", "jwt", "api_key", "secret", "password", "cookie", "session")
+    )
+    + " [REDACTED:user_id] [REDACTED:email] [REDACTED:phone] [REDACTED] …[truncated]"
+)
 
 
 def context_of(sample: SecretSample, *extra: str) -> str:
@@ -168,7 +171,10 @@ def test_scrub_evidence_never_leaks_a_secret(sample: SecretSample) -> None:
         "query": sample.text,
         "reason": f"failed: {sample.text}",
         "candidate_names": [sample.text, "lookup_order"],
-        "trace_metadata": {"arguments_preview": sample.text, "trace_metadata": {"query": sample.text}},
+        "trace_metadata": {
+            "arguments_preview": sample.text,
+            "trace_metadata": {"query": sample.text},
+        },
         "raw_body": sample.text,
         "http_status": 401,
     }
@@ -230,7 +236,11 @@ _JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.sig123456_abcdef"
         ("AKIAIOSFODNN7EXAMPLE in use", "IOSFODNN7", "[REDACTED:api_key] in use"),
         ("ghp_abcdefghijklmnopqrstuvwxyz0123456789", "abcdefghij", "[REDACTED:api_key]"),
         ("github_pat_11ABCDEFG0123456789_abcdefghijklmnop", "11ABCDEFG", "[REDACTED:api_key]"),
-        ("xoxb-123456789012-123456789012-AbCdEfGhIjKlMnOpQrStUvWx", "123456789012", "[REDACTED:api_key]"),
+        (
+            "xoxb-123456789012-123456789012-AbCdEfGhIjKlMnOpQrStUvWx",
+            "123456789012",
+            "[REDACTED:api_key]",
+        ),
         ("AIzaSyA1234567890abcdefghijklmnopqrstu", "SyA1234567890", "[REDACTED:api_key]"),
         ("sk_live_51Habcdefghij0123456789", "51Habcdefghij", "[REDACTED:api_key]"),
         ("pk_live_51Habcdefghij0123456789", "51Habcdefghij", "[REDACTED:api_key]"),
@@ -265,18 +275,34 @@ _JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.sig123456_abcdef"
         ('DB_PASSWORD="abcdefgh12345"', "abcdefgh12", 'DB_PASSWORD="[REDACTED:password]"'),
         ("--password abcdefgh12345", "abcdefgh12", "--password [REDACTED:password]"),
         ("'secret' => 'abcdefgh12345'", "abcdefgh12", "'secret' => '[REDACTED:secret]'"),
-        ('{\\"token\\": \\"abcdefgh12345\\"}', "abcdefgh12", '{\\"token\\": \\"[REDACTED:token]\\"}'),
+        (
+            '{\\"token\\": \\"abcdefgh12345\\"}',
+            "abcdefgh12",
+            '{\\"token\\": \\"[REDACTED:token]\\"}',
+        ),
         ("?code=abcdefgh12345&state=ok", "abcdefgh12", "?code=[REDACTED:secret]&state=ok"),
         # cookies
-        ("Cookie: sid=abcdefgh12345; theme=dark\nnext", "abcdefgh12", "Cookie: [REDACTED:cookie]\nnext"),
+        (
+            "Cookie: sid=abcdefgh12345; theme=dark\nnext",
+            "abcdefgh12",
+            "Cookie: [REDACTED:cookie]\nnext",
+        ),
         ("Set-Cookie: a=abcdefgh12345; Path=/", "abcdefgh12", "Set-Cookie: [REDACTED:cookie]"),
         ("cookie=abcdefgh12345", "abcdefgh12", "cookie=[REDACTED:cookie]"),
         # URL user-info
-        ("postgres://admin:s3cr3tpass@db:5432/app", "s3cr3tpass", "postgres://[REDACTED]@db:5432/app"),
+        (
+            "postgres://admin:s3cr3tpass@db:5432/app",
+            "s3cr3tpass",
+            "postgres://[REDACTED]@db:5432/app",
+        ),
         ("redis://:s3cr3tpass@cache:6379", "s3cr3tpass", "redis://[REDACTED]@cache:6379"),
         ("https://bob:s3cr3tpass@example.com/x", "s3cr3tpass", "https://[REDACTED]@example.com/x"),
         # e-mail
-        ("lookup failed for kim.lee+x@mail.example.co.kr.", "kim.lee", "lookup failed for [REDACTED:email]."),
+        (
+            "lookup failed for kim.lee+x@mail.example.co.kr.",
+            "kim.lee",
+            "lookup failed for [REDACTED:email].",
+        ),
         ("From: <a@b.example>", "a@b.example", "From: <[REDACTED:email]>"),
         # phones
         ("call +1 (555) 123-4567 now", "555) 123", "call [REDACTED:phone] now"),
@@ -516,9 +542,7 @@ def test_plural_credential_words_are_counts_unless_they_hold_text() -> None:
         "input_tokens": 5,
         "cached_tokens": 0,
     }
-    assert scrub_evidence({"refresh_tokens": ["abcdefgh12345"]}) == {
-        "refresh_tokens_present": True
-    }
+    assert scrub_evidence({"refresh_tokens": ["abcdefgh12345"]}) == {"refresh_tokens_present": True}
 
 
 def test_allowed_suffixes_are_kept() -> None:
@@ -557,7 +581,7 @@ def test_dropped_keys_are_named_sorted_and_unique() -> None:
             "1starts_with_digit": 1,
             "has space": 1,
             "x" * 65: 1,
-            42: "not a string key",
+            42: "not a string key",  # type: ignore[dict-item]
             "http_status": 500,
         }
     )
@@ -602,7 +626,8 @@ def test_values_of_allowed_keys_follow_the_value_policy() -> None:
     )
     assert result["query"] == "orders of [REDACTED:email]"
     assert result["count"] is True
-    assert result["size"] == 3 and type(result["size"]) is int
+    assert result["size"] == 3
+    assert type(result["size"]) is int
     assert result["score"] == 0.5
     assert result["filter"] is None
     assert result["fields"] == ["a", "b"]
@@ -701,9 +726,7 @@ def test_scrub_value_directly() -> None:
 @pytest.mark.usefixtures("restore_scrub_state")
 def test_allow_evidence_keys_extends_the_allow_list() -> None:
     evidence = {"region": "eu", "shard-Region": "eu-2", "tenantTier": "gold"}
-    assert scrub_evidence(evidence) == {
-        "dropped_keys": ["region", "shard-Region", "tenantTier"]
-    }
+    assert scrub_evidence(evidence) == {"dropped_keys": ["region", "shard-Region", "tenantTier"]}
     allow_evidence_keys("region", "tenant_tier", suffixes=["_region"])
     assert scrub_evidence(evidence) == evidence
 
@@ -718,8 +741,12 @@ def test_allowing_a_credential_or_identity_key_changes_nothing() -> None:
 
 
 @pytest.mark.usefixtures("restore_scrub_state")
-@pytest.mark.parametrize(("keys", "suffixes"), [(("bad key",), ()), (("ok",), ("",)), (("a@b",), ())])
-def test_allow_evidence_keys_rejects_bad_names(keys: tuple[str, ...], suffixes: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    ("keys", "suffixes"), [(("bad key",), ()), (("ok",), ("",)), (("a@b",), ())]
+)
+def test_allow_evidence_keys_rejects_bad_names(
+    keys: tuple[str, ...], suffixes: tuple[str, ...]
+) -> None:
     before = (scrub._allowed_keys, scrub._allowed_suffixes)
     with pytest.raises(ValueError, match="evidence key"):
         allow_evidence_keys(*keys, suffixes=suffixes)

@@ -63,6 +63,8 @@ JSON_RPC_CODE_TO_ERROR_CODE: Final[MappingProxyType[int, ErrorCode]] = MappingPr
         -32005: ErrorCode.INVALID_INPUT,  # ContentTypeNotSupportedError
         -32006: ErrorCode.INTERNAL_ERROR,  # InvalidAgentResponseError: the agent misbehaved
         -32007: ErrorCode.NOT_FOUND,  # AuthenticatedExtendedCardNotConfiguredError
+        # llamon-agent (server-defined range)
+        -32040: ErrorCode.AUTH_REQUIRED,  # unauthenticated call (HTTP 401)
     }
 )
 """JSON-RPC / A2A 0.3 numeric error code -> `ErrorCode`. Read-only."""

@@ -29,7 +29,7 @@ import secrets
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
-from typing import Final
+from typing import Any, Final
 
 __all__ = [
     "REDACTED",
@@ -70,7 +70,7 @@ _PRIVATE_KEY_RE: Final = re.compile(
 
 # scheme://user:pass@host -> scheme://[REDACTED]@host (the user part is an identity too).
 _URL_USERINFO_RE: Final = re.compile(
-    r"(?P<scheme>(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,30}://)[^\s/?#\[\]]{1,256}@"
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]{0,30}://)[^\s/?#\[\]]{1,256}@"
 )
 
 _JWT_RE: Final = re.compile(
@@ -101,9 +101,10 @@ _BEARER_RE: Final = re.compile(
     re.IGNORECASE,
 )
 _PLAIN_WORD_RE: Final = re.compile(r"[A-Z]?[a-z]{1,15}")
+_KEY_SEPARATOR_RE: Final = re.compile(r"[ \t]*[:=]")
 
 _EMAIL_RE: Final = re.compile(
-    r"(?<![A-Za-z0-9._%+\-])[A-Za-z0-9._%+\-]{1,64}@"
+    r"[A-Za-z0-9._%+\-]{1,64}@"
     r"(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.){1,8}[A-Za-z]{2,24}"
 )
 
@@ -117,7 +118,7 @@ _ENTROPY_MIN_LENGTH: Final = 32
 _ENTROPY_MIN_TRANSITIONS: Final = 6
 
 _PHONE_RE: Final = re.compile(
-    r"(?<![A-Za-z0-9+])(?:"
+    r"(?=[+(0-9])(?<![A-Za-z0-9+])(?:"
     r"\+[1-9](?:[ .\-()]{0,2}[0-9]){7,14}"  # E.164: + and 8-15 digits
     r"|01[016789][ .\-]?[0-9]{3,4}[ .\-]?[0-9]{4}"  # Korean mobile
     r"|(?:1[ .\-])?\([0-9]{3}\)[ .\-]?[0-9]{3}[ .\-][0-9]{4}"  # (555) 123-4567
@@ -127,8 +128,8 @@ _PHONE_RE: Final = re.compile(
 
 # key=value / key: value / "key": "value" / key => value.  The value is parsed by hand.
 _KV_RE: Final = re.compile(
-    r"(?<![A-Za-z0-9_])(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{0,63})"
-    r"(?P<kq>\\?[\"']?)(?P<sep>[ \t]*(?:=>|:=|[:=])[ \t]*)"
+    r"(?<![A-Za-z0-9_])(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{0,63}+)"
+    r"(?P<kq>\\?[\"']?)(?P<sep>[ \t]*+(?:=>|:=|[:=])[ \t]*+)"
 )
 _UNQUOTED_VALUE_RE: Final = re.compile(r"[^\s&,;\"'`]+")
 _DQ_BODY_RE: Final = re.compile(r"(?:[^\"\\\r\n]|\\.)*")
@@ -284,6 +285,8 @@ def _bearer_repl(match: re.Match[str]) -> str:
     value = match.group("value")
     if len(value) < 8 or _PLAIN_WORD_RE.fullmatch(value):
         return match.group(0)  # "Bearer token expired", "Basic auth failed"
+    if _KEY_SEPARATOR_RE.match(match.string, match.end()) and _text_key_kind(value, False):
+        return match.group(0)  # "basic client_secret: ..." -- the key/value pass handles it
     return f"{match.group('scheme')}{match.group('sp')}{_marker('token')}"
 
 
@@ -420,22 +423,34 @@ def _redact_cli_flags(text: str) -> str:
     return "".join(pieces)
 
 
-_TEXT_PASSES: Final[tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...]] = (
-    (_PRIVATE_KEY_RE, _marker("private_key")),
-    (_URL_USERINFO_RE, r"\g<scheme>" + REDACTED + "@"),
-    (_JWT_RE, _marker("jwt")),
-    (_API_KEY_RE, _marker("api_key")),
-    (_BEARER_RE, _bearer_repl),
-    (_EMAIL_RE, _marker("email")),
-    (_ENTROPY_RE, _entropy_repl),
-    (_PHONE_RE, _marker("phone")),
+_Replacement = str | Callable[[re.Match[str]], str]
+
+# (pattern, replacement, needles): a pass runs only when one of its needles occurs in the
+# lower-cased text (None: always).  The needles are cheap C-speed pre-checks.
+_TEXT_PASSES: Final[tuple[tuple[re.Pattern[str], _Replacement, tuple[str, ...] | None], ...]] = (
+    (_PRIVATE_KEY_RE, _marker("private_key"), ("-----begin",)),
+    (_URL_USERINFO_RE, r"\g<scheme>" + REDACTED + "@", ("://",)),
+    (_JWT_RE, _marker("jwt"), ("eyj",)),
+    (_API_KEY_RE, _marker("api_key"), None),
+    (_BEARER_RE, _bearer_repl, ("bearer", "basic")),
+    (_EMAIL_RE, _marker("email"), ("@",)),
+    (_ENTROPY_RE, _entropy_repl, None),
+    (_PHONE_RE, _marker("phone"), None),
 )
 
 
 def _scrub_full(text: str) -> str:
-    for pattern, replacement in _TEXT_PASSES:
+    for pattern, replacement, needles in _TEXT_PASSES:
+        if needles is not None:
+            lowered = text.lower()
+            if not any(needle in lowered for needle in needles):
+                continue
         text = pattern.sub(replacement, text)
-    return _redact_cli_flags(_redact_key_values(text))
+    if ":" in text or "=" in text:
+        text = _redact_key_values(text)
+    if "-" in text:
+        text = _redact_cli_flags(text)
+    return text
 
 
 def _drop_last_token(text: str) -> str:
@@ -785,7 +800,7 @@ def _hash_of(value: object) -> str | None:
     return keyed_hash(text)
 
 
-def _scrub_mapping(mapping: Mapping[object, object], depth: int) -> dict[str, object]:
+def _scrub_mapping(mapping: Mapping[Any, object], depth: int) -> dict[str, object]:
     result: dict[str, object] = {}
     dropped: set[str] = set()
     for raw_key, value in mapping.items():
@@ -831,7 +846,7 @@ def _scrub_value(value: object, depth: int) -> object:
         items: Iterable[object] = value
         if isinstance(value, set | frozenset):
             try:
-                items = sorted(value)  # type: ignore[type-var]
+                items = sorted(value)
             except TypeError:
                 items = list(value)
         scrubbed: list[object] = []

@@ -1,0 +1,242 @@
+"""The one small agent protocol the A2A executor runs, and adapters that meet it.
+
+An agent is anything with ``async def invoke(ctx) -> AgentOutput``. It may also offer
+``stream(ctx)``, an async iterator of chunks, used for ``message/stream``. What you can
+hand to the server:
+
+* an object with ``invoke`` (and optionally ``stream``) -- used as is;
+* an ``async def agent(ctx: AgentContext)`` function -- ``FunctionAgent``;
+* an ``async def agent(ctx)`` *generator* -- each ``yield`` is a streamed chunk;
+* a compiled LangGraph graph (or ``GraphBuilder`` flow) -- ``GraphAgent``.
+
+``AgentOutput`` is what ``invoke`` returns: text, a mapping (sent as a DataPart), a list of
+a2a ``Part``s, ``None`` (completed, no artifact), a ``Completed`` result (completed + data:
+"no results", "not eligible"), or a ``HITLInterrupt`` (input-required / auth-required).
+Failures are raised, never returned: the executor turns them into the failed answer.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+from a2a.types import DataPart, FilePart, Message, Part, TextPart
+
+from llamon_agent.core.hitl import HITLInterrupt
+
+__all__ = [
+    "Agent",
+    "AgentContext",
+    "AgentOutput",
+    "Chunk",
+    "Completed",
+    "Final",
+    "FlowContext",
+    "FunctionAgent",
+    "GeneratorAgent",
+    "StreamingAgent",
+    "as_agent",
+]
+
+Chunk: TypeAlias = str | Mapping[str, Any] | Part
+"""One streamed piece: text, a JSON object (DataPart), or any a2a ``Part``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    """A result that is not an error: completed + a data Part.
+
+    Use it for "no results" or "not eligible": the task ends ``completed`` (so later turns
+    and HITL can still follow) and carries ``data`` as a DataPart and ``text`` for display.
+    """
+
+    data: Mapping[str, Any]
+    text: str | None = None
+
+
+AgentOutput: TypeAlias = (
+    str | Mapping[str, Any] | Sequence[Part] | Completed | HITLInterrupt | None
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Final:
+    """Yielded last by a ``stream``: the run's output, which is not streamed as a chunk.
+
+    Text already streamed is not sent again; a mapping or parts become a ``result``
+    artifact; a ``HITLInterrupt`` or ``Completed`` ends the task as it would from ``invoke``.
+    """
+
+    output: AgentOutput
+
+
+@dataclass(frozen=True, slots=True)
+class FlowContext:
+    """Where a flow was when it failed (filled by the flow layer's context hook).
+
+    ``node_id``/``node_kind`` name the failed node; ``completed_nodes`` are in order;
+    ``outputs`` maps a completed node to its output, emitted as an artifact named after
+    the node before the failed answer.
+    """
+
+    node_id: str | None = None
+    node_kind: str | None = None
+    completed_nodes: tuple[str, ...] = ()
+    outputs: Mapping[str, Any] = field(default_factory=dict)
+
+
+EmitFn = Callable[[Chunk], Awaitable[None]]
+ArtifactFn = Callable[[Any, str], Awaitable[None]]
+
+
+class AgentContext:
+    """What a running agent sees: the caller's input, the task, and where to stream.
+
+    ``text`` joins the message's text parts; ``data`` lists its data parts. On a resumed
+    task (after input-required), ``resumed`` is True and ``interrupt_payload`` is what the
+    agent asked for. ``emit(chunk)`` streams a chunk as an artifact update;
+    ``add_artifact(value, name)`` adds an intermediate artifact that is kept even if the
+    agent fails later.
+    """
+
+    def __init__(
+        self,
+        *,
+        task_id: str,
+        context_id: str,
+        message: Message,
+        emit: EmitFn,
+        add_artifact: ArtifactFn,
+        streaming: bool = False,
+        resumed: bool = False,
+        interrupt_payload: Mapping[str, Any] | None = None,
+        history: Sequence[Message] = (),
+    ) -> None:
+        self.task_id = task_id
+        self.context_id = context_id
+        self.message = message
+        self.streaming = streaming
+        self.resumed = resumed
+        self.interrupt_payload = interrupt_payload
+        self.history = tuple(history)
+        self._emit = emit
+        self._add_artifact = add_artifact
+
+    @property
+    def parts(self) -> list[Part]:
+        """The parts of the caller's message."""
+        return list(self.message.parts)
+
+    @property
+    def text(self) -> str:
+        """The caller's text parts, joined with newlines."""
+        return "\n".join(p.root.text for p in self.message.parts if isinstance(p.root, TextPart))
+
+    @property
+    def data(self) -> list[dict[str, Any]]:
+        """The caller's data parts."""
+        return [p.root.data for p in self.message.parts if isinstance(p.root, DataPart)]
+
+    @property
+    def files(self) -> list[FilePart]:
+        """The caller's file parts."""
+        return [p.root for p in self.message.parts if isinstance(p.root, FilePart)]
+
+    async def emit(self, chunk: Chunk) -> None:
+        """Stream ``chunk`` to the caller now (an artifact-update event)."""
+        await self._emit(chunk)
+
+    async def add_artifact(self, value: Any, name: str) -> None:
+        """Add an intermediate artifact named ``name``; it survives a later failure."""
+        await self._add_artifact(value, name)
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """The protocol every served agent meets."""
+
+    async def invoke(self, ctx: AgentContext) -> AgentOutput:
+        """Do the work; return the result, or raise to fail."""
+        ...
+
+
+@runtime_checkable
+class StreamingAgent(Agent, Protocol):
+    """An agent that can also stream chunks for ``message/stream``."""
+
+    def stream(self, ctx: AgentContext) -> AsyncIterator[Chunk | Final]:
+        """Yield chunks (then optionally ``Final(output)``); raising after the first chunk
+        fails the task with no fallback to ``invoke``."""
+        ...
+
+
+class FunctionAgent:
+    """Adapts ``async def fn(ctx: AgentContext) -> AgentOutput``."""
+
+    def __init__(self, fn: Callable[[AgentContext], Awaitable[AgentOutput]]) -> None:
+        self.fn = fn
+        self.name = getattr(fn, "__name__", "agent")
+
+    async def invoke(self, ctx: AgentContext) -> AgentOutput:
+        """Call the function."""
+        return await self.fn(ctx)
+
+
+class GeneratorAgent:
+    """Adapts ``async def fn(ctx)`` that ``yield``s chunks: a streaming agent.
+
+    ``invoke`` (the non-streaming path, and the fallback when streaming fails before the
+    first chunk) collects the chunks: text chunks are joined, other chunks become parts.
+    """
+
+    def __init__(self, fn: Callable[[AgentContext], AsyncIterator[Chunk | Final]]) -> None:
+        self.fn = fn
+        self.name = getattr(fn, "__name__", "agent")
+
+    def stream(self, ctx: AgentContext) -> AsyncIterator[Chunk | Final]:
+        """The generator itself."""
+        return self.fn(ctx)
+
+    async def invoke(self, ctx: AgentContext) -> AgentOutput:
+        """Run the generator to the end and return what it produced."""
+        texts: list[str] = []
+        parts: list[Part] = []
+        async for chunk in self.fn(ctx):
+            if isinstance(chunk, Final):
+                return chunk.output
+            if isinstance(chunk, str):
+                texts.append(chunk)
+            elif isinstance(chunk, Part):
+                parts.append(chunk)
+            else:
+                parts.append(Part(root=DataPart(data=dict(chunk))))
+        if not parts:
+            return "".join(texts)
+        if texts:
+            parts.insert(0, Part(root=TextPart(text="".join(texts))))
+        return parts
+
+
+AgentLike: TypeAlias = Agent | Callable[..., Any]
+
+
+def as_agent(obj: object) -> Agent:
+    """The ``Agent`` for ``obj`` (see the module docstring); ``TypeError`` if none fits."""
+    if isinstance(obj, Agent):
+        return obj
+    from llamon_agent.a2a.graph import GraphAgent, is_compiled_graph  # noqa: PLC0415
+
+    if is_compiled_graph(obj):
+        return GraphAgent(obj)
+    if inspect.isasyncgenfunction(obj):
+        return GeneratorAgent(obj)
+    if inspect.iscoroutinefunction(obj) or inspect.iscoroutinefunction(
+        getattr(obj, "__call__", None)  # noqa: B004
+    ):
+        return FunctionAgent(obj)  # type: ignore[arg-type]
+    raise TypeError(
+        f"cannot serve {type(obj).__name__!r}: expected an object with 'async def invoke(ctx)', "
+        "an 'async def fn(ctx)' function or generator, or a compiled LangGraph graph"
+    )

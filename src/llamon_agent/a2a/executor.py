@@ -1,0 +1,443 @@
+"""``CustomAgentExecutor``: runs an agent and turns every outcome into the right A2A answer.
+
+What the caller receives (seed 000, "SDK 내부 동작 요약")::
+
+    agent returns output          -> completed (+ artifact "response" / "result")
+    agent returns Completed       -> completed + data part ("no results", "not eligible")
+    agent returns HITLInterrupt   -> input-required / auth-required; the next message resumes
+    agent raises ServerError      -> protocol-level JSON-RPC error (task, if any, ends failed)
+    agent raises GuardrailBlocked -> failed + GUARDRAIL_BLOCKED, the task's artifacts dropped
+    agent raises anything else    -> failed + TextPart + DataPart(ApplicationErrorData);
+                                     artifacts made before the failure are kept, a flow's
+                                     completed-node outputs are added first
+    stream fails after a chunk    -> chunks kept, one failed status, no second answer
+    stream fails before a chunk   -> one fallback to invoke()
+    tasks/cancel                  -> the agent is cancelled, the task ends canceled
+
+Invariant: every task this executor starts ends completed, failed, canceled,
+input-required or auth-required. If the event queue itself refuses the final event, the
+terminal state is written to the task store directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.tasks import TaskStore, TaskUpdater
+from a2a.types import (
+    DataPart,
+    Message,
+    MessageSendParams,
+    Part,
+    Role,
+    Task,
+    TaskState,
+    TaskStatus,
+    TextPart,
+)
+from a2a.utils.errors import ServerError
+from pydantic_core import to_jsonable_python
+
+from llamon_agent.a2a.agent import (
+    Agent,
+    AgentContext,
+    AgentOutput,
+    Chunk,
+    Completed,
+    Final,
+    FlowContext,
+    as_agent,
+)
+from llamon_agent.a2a.protocol import RequestLimits, check_message, with_protocol_data
+from llamon_agent.core.classify import classify_exception
+from llamon_agent.core.codes import Stage, json_rpc_to_error_code
+from llamon_agent.core.error_data import (
+    ApplicationErrorData,
+    application_error_to_parts,
+    make_application_error_data,
+)
+from llamon_agent.core.errors import error_data_for_exception
+from llamon_agent.core.failures import FailureRecord
+from llamon_agent.core.hitl import HITLInterrupt
+from llamon_agent.exceptions import GuardrailBlockedError, LlamonApplicationError
+
+__all__ = ["WORKER_METADATA_KEY", "CustomAgentExecutor", "default_worker_id"]
+
+logger = logging.getLogger("llamon_agent.a2a")
+
+WORKER_METADATA_KEY = "llamon.worker"
+"""Task metadata key naming the worker that ran it (used by crash reconciliation)."""
+
+TERMINAL_STATES = frozenset(
+    {TaskState.completed, TaskState.failed, TaskState.canceled, TaskState.rejected}
+)
+PAUSED_STATES = frozenset({TaskState.input_required, TaskState.auth_required})
+
+
+def default_worker_id() -> str:
+    """``LLAMON_WORKER_ID``, else the host name."""
+    import os  # noqa: PLC0415
+    import socket  # noqa: PLC0415
+
+    return os.environ.get("LLAMON_WORKER_ID") or socket.gethostname()
+
+
+def _to_part(chunk: Chunk) -> Part:
+    if isinstance(chunk, Part):
+        return chunk
+    if isinstance(chunk, str):
+        return Part(root=TextPart(text=chunk))
+    return Part(root=DataPart(data=to_jsonable_python(dict(chunk), fallback=str)))
+
+
+def _to_parts(value: Any) -> list[Part]:
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        if all(isinstance(item, Part) for item in value):
+            return list(value)
+        return [Part(root=DataPart(data={"items": to_jsonable_python(value, fallback=str)}))]
+    if isinstance(value, str | Part | Mapping):
+        return [_to_part(value)]
+    return [Part(root=DataPart(data={"value": to_jsonable_python(value, fallback=str)}))]
+
+
+@dataclass
+class _Run:
+    """One execution of the agent for one task."""
+
+    updater: TaskUpdater
+    task: Task
+    streaming: bool
+    chunks: int = 0
+    stream_artifact_id: str | None = None
+    terminal: bool = False
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @property
+    def task_id(self) -> str:
+        return self.task.id
+
+
+class CustomAgentExecutor(AgentExecutor):
+    """Runs ``agent`` (anything ``as_agent`` accepts) under the A2A task life cycle.
+
+    ``limits`` are the protocol-level checks made before a task exists; override
+    ``_validate_request`` to add your own. ``task_store`` lets the executor write a
+    terminal state directly when the event queue fails.
+    """
+
+    def __init__(
+        self,
+        agent: Agent | object,
+        *,
+        limits: RequestLimits | None = None,
+        task_store: TaskStore | None = None,
+        worker_id: str | None = None,
+    ) -> None:
+        self.agent = as_agent(agent)
+        self.limits = limits or RequestLimits()
+        self.task_store = task_store
+        self.worker_id = worker_id or default_worker_id()
+        self._runs: dict[str, _Run] = {}
+        self._protocol_errors: dict[str, ServerError] = {}
+
+    # -- protocol level -------------------------------------------------------------
+
+    def _validate_request(self, params: MessageSendParams) -> None:
+        """Refuse a request before a task exists by raising ``ServerError``.
+
+        The built-in checks (``check_message``) cover empty messages, input modes and
+        size. Override to add yours; build the error with ``protocol_error(...)`` so the
+        caller gets ``ProtocolErrorData``, and call ``super()._validate_request(params)``.
+        """
+        problem = check_message(params.message, self.limits)
+        if problem is not None:
+            raise problem
+
+    def pop_protocol_error(self, task_id: str | None) -> ServerError | None:
+        """The protocol error the agent raised for ``task_id`` (taken once)."""
+        return self._protocol_errors.pop(task_id, None) if task_id else None
+
+    # -- execution ------------------------------------------------------------------
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        """Run the agent for one message; never raises for agent failures."""
+        message = context.message
+        if message is None:  # pragma: no cover - a2a always passes the message on send
+            raise with_protocol_data(ServerError())
+        task = context.current_task
+        resumed = task is not None and task.status.state in PAUSED_STATES
+        interrupt_payload = _interrupt_payload(task) if resumed and task else None
+        if task is None:
+            task = Task(
+                id=str(context.task_id),
+                context_id=str(context.context_id),
+                status=TaskStatus(state=TaskState.submitted, timestamp=_now()),
+                history=[message],
+                metadata={WORKER_METADATA_KEY: self.worker_id},
+            )
+            await event_queue.enqueue_event(task)
+        run = _Run(
+            updater=TaskUpdater(event_queue, task.id, task.context_id),
+            task=task,
+            streaming=_is_streaming(context),
+        )
+        self._runs[task.id] = run
+        ctx = AgentContext(
+            task_id=task.id,
+            context_id=task.context_id,
+            message=message,
+            emit=lambda chunk: self._emit(run, chunk),
+            add_artifact=lambda value, name: self._add_artifact(run, value, name),
+            streaming=run.streaming,
+            resumed=resumed,
+            interrupt_payload=interrupt_payload,
+            history=task.history or (),
+        )
+        try:
+            await run.updater.start_work()
+            output = await self._dispatch(ctx, run)
+            await self._finish(run, output)
+        except ServerError as exc:
+            await self._protocol_failure(run, exc)
+        except asyncio.CancelledError:
+            await self._end(run, TaskState.canceled, None)
+            raise
+        except Exception as exc:  # noqa: BLE001 - every failure becomes an answer
+            await self._enqueue_failed_response(run, exc, ctx)
+        finally:
+            self._runs.pop(task.id, None)
+
+    async def _dispatch(self, ctx: AgentContext, run: _Run) -> AgentOutput:
+        stream = getattr(self.agent, "stream", None)
+        if not (run.streaming and callable(stream)):
+            return await self.agent.invoke(ctx)
+        try:
+            output: AgentOutput = None
+            async for chunk in stream(ctx):
+                if isinstance(chunk, Final):
+                    output = chunk.output
+                    break
+                await self._emit(run, chunk)
+            return output
+        except Exception as exc:
+            deliberate = isinstance(exc, LlamonApplicationError | GuardrailBlockedError)
+            if run.chunks or deliberate or isinstance(exc, ServerError):
+                raise  # after the first chunk: no fallback, no second answer
+            logger.info(
+                "task %s: stream failed before its first chunk (%s); falling back to invoke",
+                run.task_id,
+                type(exc).__name__,
+            )
+            return await self.agent.invoke(ctx)
+
+    async def _emit(self, run: _Run, chunk: Chunk) -> None:
+        part = _to_part(chunk)
+        async with run.lock:
+            first = run.stream_artifact_id is None
+            if first:
+                run.stream_artifact_id = str(uuid.uuid4())
+            await run.updater.add_artifact(
+                [part], artifact_id=run.stream_artifact_id, name="response", append=not first
+            )
+            run.chunks += 1
+
+    async def _add_artifact(self, run: _Run, value: Any, name: str) -> None:
+        await run.updater.add_artifact(_to_parts(value), name=name)
+
+    async def _finish(self, run: _Run, output: AgentOutput) -> None:
+        if isinstance(output, HITLInterrupt):
+            state = (
+                TaskState.auth_required if output.kind == "auth-required" else TaskState.input_required
+            )
+            question = output.payload.get("question") or output.payload.get("message")
+            parts = [
+                Part(root=TextPart(text=str(question or "More input is needed."))),
+                Part(root=DataPart(data=to_jsonable_python(dict(output.payload), fallback=str))),
+            ]
+            await self._end(run, state, parts)
+            return
+        if isinstance(output, Completed):
+            parts = [Part(root=DataPart(data=to_jsonable_python(dict(output.data), fallback=str)))]
+            if output.text:
+                parts.insert(0, Part(root=TextPart(text=output.text)))
+            await run.updater.add_artifact(parts, name="result")
+            text = [Part(root=TextPart(text=output.text))] if output.text else None
+            await self._end(run, TaskState.completed, text)
+            return
+        if output is not None and not (isinstance(output, str) and run.chunks):
+            name = "result" if isinstance(output, Mapping) else "response"
+            await run.updater.add_artifact(_to_parts(output), name=name)
+        await self._end(run, TaskState.completed, None)
+
+    # -- failures -------------------------------------------------------------------
+
+    async def _flow_context(self, ctx: AgentContext, exc: BaseException) -> FlowContext | None:
+        hook = getattr(self.agent, "failure_context", None)
+        if not callable(hook):
+            return None
+        try:
+            result = await hook(ctx, exc)
+        except Exception:  # noqa: BLE001 - the answer goes out without flow context
+            logger.warning("task %s: reading the flow context failed", ctx.task_id, exc_info=True)
+            return None
+        return result if isinstance(result, FlowContext) else None
+
+    async def _enqueue_failed_response(
+        self, run: _Run, exc: BaseException, ctx: AgentContext
+    ) -> None:
+        """The failed answer: flow context, kept artifacts, then failed + text + data."""
+        found = classify_exception(exc)
+        guardrail = isinstance(found.exception, GuardrailBlockedError)
+        extras: dict[str, object] = {}
+        flow = None if guardrail else await self._flow_context(ctx, exc)
+        if flow is not None:
+            if flow.node_id:
+                extras["node"] = {"id": flow.node_id, "kind": flow.node_kind or "node"}
+            extras["flow"] = {"completedNodes": list(flow.completed_nodes)}
+            for node, value in flow.outputs.items():
+                try:
+                    await self._add_artifact(run, value, node)
+                except Exception:  # noqa: BLE001 - best effort; the failed answer matters more
+                    logger.warning("task %s: artifact of node %s not kept", run.task_id, node)
+        data = error_data_for_exception(exc, classification=found, **extras)
+        self._log_failure(run, exc, data, flow)
+        parts = application_error_to_parts(data)
+        if guardrail:
+            await self._end_guardrail(run, parts)
+        else:
+            await self._end(run, TaskState.failed, parts)
+
+    def _log_failure(
+        self, run: _Run, exc: BaseException, data: ApplicationErrorData, flow: FlowContext | None
+    ) -> None:
+        record = FailureRecord.from_exception(
+            exc,
+            stage=Stage.FLOW_NODE if flow and flow.node_id else None,
+            step_id=flow.node_id if flow else None,
+            evidence={"task_id": run.task_id, "chunk_count": run.chunks},
+        )
+        logger.warning(
+            "task %s failed: %s %s",
+            run.task_id,
+            data.error_code.value,
+            json.dumps(record.to_dict(), ensure_ascii=False),
+        )
+
+    async def _protocol_failure(self, run: _Run, exc: ServerError) -> None:
+        """The agent raised ServerError: a JSON-RPC error for the caller, a failed task."""
+        error = with_protocol_data(exc)
+        self._protocol_errors[run.task_id] = error
+        inner = error.error
+        code = json_rpc_to_error_code(inner.code if inner else -32603)
+        reason = (inner.data or {}).get("errorReason", "protocol_error") if inner else "protocol_error"
+        data = make_application_error_data(code, str(reason), inner.message if inner else "")
+        await self._end(run, TaskState.failed, application_error_to_parts(data))
+
+    async def _end_guardrail(self, run: _Run, parts: list[Part]) -> None:
+        """failed + GUARDRAIL_BLOCKED with every artifact of the task withheld."""
+        async with run.lock:
+            if run.terminal:
+                return
+            run.terminal = True
+        status = TaskStatus(
+            state=TaskState.failed, message=_agent_message(run, parts), timestamp=_now()
+        )
+        task = Task(
+            id=run.task_id,
+            context_id=run.task.context_id,
+            status=status,
+            artifacts=None,
+            history=run.task.history,
+            metadata=run.task.metadata,
+        )
+        try:
+            await run.updater.event_queue.enqueue_event(task)
+        except Exception:  # noqa: BLE001
+            logger.exception("task %s: the event queue refused the final event", run.task_id)
+            await self._persist_terminal(run, status)
+
+    async def _end(self, run: _Run, state: TaskState, parts: list[Part] | None) -> None:
+        """Publish the run's last status once; fall back to the store if the queue fails."""
+        async with run.lock:
+            if run.terminal:
+                return
+            run.terminal = True
+        message = _agent_message(run, parts) if parts else None
+        try:
+            await run.updater.update_status(state, message=message, final=True)
+        except Exception:  # noqa: BLE001
+            logger.exception("task %s: the event queue refused the final event", run.task_id)
+            await self._persist_terminal(
+                run, TaskStatus(state=state, message=message, timestamp=_now())
+            )
+
+    async def _persist_terminal(self, run: _Run, status: TaskStatus) -> None:
+        if self.task_store is None:
+            return
+        try:
+            stored = await self.task_store.get(run.task_id)
+            task = stored or run.task
+            await self.task_store.save(task.model_copy(update={"status": status}))
+        except Exception:  # noqa: BLE001
+            logger.exception("task %s: could not write its terminal state", run.task_id)
+
+    # -- cancellation ---------------------------------------------------------------
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        """End the task ``canceled``; a2a-sdk then cancels the running agent."""
+        task_id = str(context.task_id)
+        run = self._runs.get(task_id)
+        if run is None:
+            task = context.current_task
+            if task is None:  # pragma: no cover - a2a checks the task exists first
+                return
+            run = _Run(
+                updater=TaskUpdater(event_queue, task.id, task.context_id),
+                task=task,
+                streaming=False,
+            )
+        await self._end(run, TaskState.canceled, None)
+
+
+def _agent_message(run: _Run, parts: list[Part]) -> Message:
+    return Message(
+        role=Role.agent,
+        parts=parts,
+        message_id=str(uuid.uuid4()),
+        task_id=run.task_id,
+        context_id=run.task.context_id,
+    )
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _is_streaming(context: RequestContext) -> bool:
+    call = context.call_context
+    return bool(call is not None and call.state.get("method") == "message/stream")
+
+
+def _interrupt_payload(task: Task) -> dict[str, Any] | None:
+    """The payload of the pause being answered: the DataPart of the last agent message.
+
+    a2a-sdk moves the paused status message into the history when the answer arrives.
+    """
+    candidates = [task.status.message, *reversed(task.history or [])]
+    for message in candidates:
+        if message is None or message.role != Role.agent:
+            continue
+        for part in message.parts:
+            if isinstance(part.root, DataPart):
+                return dict(part.root.data)
+        return None
+    return None

@@ -1,0 +1,146 @@
+"""The request handler: a2a-sdk's ``DefaultRequestHandler`` with llamon's two promises.
+
+1. A request the agent cannot take is refused *before* a task exists
+   (``CustomAgentExecutor._validate_request``).
+2. Every JSON-RPC error a caller receives carries ``ProtocolErrorData`` in ``error.data``
+   and a scrubbed message -- including a2a-sdk's own (task not found, not cancelable).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from a2a.server.context import ServerCallContext
+from a2a.server.events import Event
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.types import (
+    DeleteTaskPushNotificationConfigParams,
+    GetTaskPushNotificationConfigParams,
+    ListTaskPushNotificationConfigParams,
+    Message,
+    MessageSendParams,
+    Task,
+    TaskIdParams,
+    TaskPushNotificationConfig,
+    TaskQueryParams,
+    TaskState,
+    TaskStatusUpdateEvent,
+)
+from a2a.utils.errors import ServerError
+
+from llamon_agent.a2a.executor import CustomAgentExecutor
+from llamon_agent.a2a.protocol import with_protocol_data
+
+__all__ = ["LlamonRequestHandler"]
+
+
+class LlamonRequestHandler(DefaultRequestHandler):
+    """``DefaultRequestHandler`` + request validation + ProtocolErrorData on every error."""
+
+    agent_executor: CustomAgentExecutor
+
+    def __init__(self, agent_executor: CustomAgentExecutor, **kwargs: Any) -> None:
+        super().__init__(agent_executor, **kwargs)
+
+    async def on_message_send(
+        self, params: MessageSendParams, context: ServerCallContext | None = None
+    ) -> Message | Task:
+        """message/send: validate, run, and surface a protocol error the agent raised."""
+        try:
+            self.agent_executor._validate_request(params)
+            result = await super().on_message_send(params, context)
+        except ServerError as exc:
+            raise with_protocol_data(exc) from None
+        if isinstance(result, Task):
+            error = self.agent_executor.pop_protocol_error(result.id)
+            if error is not None:
+                raise error
+        return result
+
+    async def on_message_send_stream(
+        self, params: MessageSendParams, context: ServerCallContext | None = None
+    ) -> AsyncGenerator[Event]:
+        """message/stream: as message/send, event by event."""
+        try:
+            self.agent_executor._validate_request(params)
+            async for event in super().on_message_send_stream(params, context):
+                if (
+                    isinstance(event, TaskStatusUpdateEvent)
+                    and event.final
+                    and event.status.state == TaskState.failed
+                ):
+                    error = self.agent_executor.pop_protocol_error(event.task_id)
+                    if error is not None:
+                        raise error
+                yield event
+        except ServerError as exc:
+            raise with_protocol_data(exc) from None
+
+    async def on_get_task(
+        self, params: TaskQueryParams, context: ServerCallContext | None = None
+    ) -> Task | None:
+        """tasks/get."""
+        try:
+            return await super().on_get_task(params, context)
+        except ServerError as exc:
+            raise with_protocol_data(exc) from None
+
+    async def on_cancel_task(
+        self, params: TaskIdParams, context: ServerCallContext | None = None
+    ) -> Task | None:
+        """tasks/cancel: a finished task gets TaskNotCancelable with ProtocolErrorData."""
+        try:
+            return await super().on_cancel_task(params, context)
+        except ServerError as exc:
+            raise with_protocol_data(exc) from None
+
+    async def on_resubscribe_to_task(
+        self, params: TaskIdParams, context: ServerCallContext | None = None
+    ) -> AsyncGenerator[Event]:
+        """tasks/resubscribe."""
+        try:
+            async for event in super().on_resubscribe_to_task(params, context):
+                yield event
+        except ServerError as exc:
+            raise with_protocol_data(exc) from None
+
+    async def on_set_task_push_notification_config(
+        self, params: TaskPushNotificationConfig, context: ServerCallContext | None = None
+    ) -> TaskPushNotificationConfig:
+        """tasks/pushNotificationConfig/set."""
+        try:
+            return await super().on_set_task_push_notification_config(params, context)
+        except ServerError as exc:
+            raise with_protocol_data(exc) from None
+
+    async def on_get_task_push_notification_config(
+        self,
+        params: TaskIdParams | GetTaskPushNotificationConfigParams,
+        context: ServerCallContext | None = None,
+    ) -> TaskPushNotificationConfig:
+        """tasks/pushNotificationConfig/get."""
+        try:
+            return await super().on_get_task_push_notification_config(params, context)
+        except ServerError as exc:
+            raise with_protocol_data(exc) from None
+
+    async def on_list_task_push_notification_config(
+        self, params: ListTaskPushNotificationConfigParams, context: ServerCallContext | None = None
+    ) -> list[TaskPushNotificationConfig]:
+        """tasks/pushNotificationConfig/list."""
+        try:
+            return await super().on_list_task_push_notification_config(params, context)
+        except ServerError as exc:
+            raise with_protocol_data(exc) from None
+
+    async def on_delete_task_push_notification_config(
+        self,
+        params: DeleteTaskPushNotificationConfigParams,
+        context: ServerCallContext | None = None,
+    ) -> None:
+        """tasks/pushNotificationConfig/delete."""
+        try:
+            await super().on_delete_task_push_notification_config(params, context)
+        except ServerError as exc:
+            raise with_protocol_data(exc) from None

@@ -1,0 +1,147 @@
+"""Protocol-level answers: JSON-RPC errors whose ``error.data`` is ``ProtocolErrorData``.
+
+A request the agent cannot take is refused before a task exists, with a JSON-RPC error
+the caller can branch on exactly like an application failure (``error.data.errorCode``).
+``protocol_error`` builds one; ``with_protocol_data`` completes any a2a-sdk error (task
+not found, not cancelable ...) with the same payload and a scrubbed message;
+``check_message`` holds the built-in checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Final
+
+from a2a.types import (
+    ContentTypeNotSupportedError,
+    DataPart,
+    FilePart,
+    InternalError,
+    InvalidParamsError,
+    JSONRPCError,
+    Message,
+    TextPart,
+)
+from a2a.utils.errors import ServerError
+
+from llamon_agent.core.codes import ErrorCode, json_rpc_to_error_code, snake_case
+from llamon_agent.core.error_data import make_protocol_error_data
+from llamon_agent.core.scrub import scrub_text
+
+__all__ = [
+    "DEFAULT_MAX_PAYLOAD_BYTES",
+    "RequestLimits",
+    "check_message",
+    "part_media_type",
+    "protocol_error",
+    "with_protocol_data",
+]
+
+DEFAULT_MAX_PAYLOAD_BYTES: Final = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class RequestLimits:
+    """What a served agent accepts.
+
+    ``input_modes``: media types (wildcards like ``image/*`` allowed) a message part may
+    have; ``None`` accepts any. ``max_payload_bytes``: the largest message, as JSON.
+    """
+
+    input_modes: Sequence[str] | None = None
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+
+
+def protocol_error(
+    error_type: type[JSONRPCError] | type[InvalidParamsError] | type[ContentTypeNotSupportedError],
+    code: ErrorCode,
+    reason: str,
+    message: str,
+    *,
+    retriable: bool = False,
+    **extras: object,
+) -> ServerError:
+    """A ``ServerError`` carrying a JSON-RPC error of ``error_type`` with ProtocolErrorData."""
+    data = make_protocol_error_data(code, reason, message, retriable=retriable, **extras)
+    error = error_type(message=data.error_message, data=data.to_wire())  # type: ignore[call-arg]
+    return ServerError(error=error)
+
+
+_INTERNAL_MESSAGE: Final = "Internal error"
+
+
+def with_protocol_data(error: ServerError) -> ServerError:
+    """The same error with ``ProtocolErrorData`` in ``data`` and a scrubbed message.
+
+    Data that already has an ``errorCode`` is kept. An ``InternalError``'s own message is
+    replaced by a generic one: it is usually ``str(exc)`` of something unexpected.
+    """
+    inner = error.error or InternalError()
+    data = inner.data if isinstance(inner.data, dict) else None
+    if data is not None and "errorCode" in data:
+        return error
+    code = json_rpc_to_error_code(inner.code)
+    name = type(inner).__name__
+    reason = snake_case(name.removesuffix("Error")) if name != "JSONRPCError" else "jsonrpc_error"
+    message = _INTERNAL_MESSAGE if isinstance(inner, InternalError) else scrub_text(inner.message or "")
+    payload = make_protocol_error_data(code, reason, message).to_wire()
+    return ServerError(error=inner.model_copy(update={"message": message, "data": payload}))
+
+
+def part_media_type(part: TextPart | DataPart | FilePart) -> str:
+    """The media type a part stands for: text/plain, application/json, or the file's."""
+    if isinstance(part, TextPart):
+        return "text/plain"
+    if isinstance(part, DataPart):
+        return "application/json"
+    return part.file.mime_type or "application/octet-stream"
+
+
+def _usable(part: TextPart | DataPart | FilePart) -> bool:
+    if isinstance(part, TextPart):
+        return bool(part.text.strip())
+    if isinstance(part, DataPart):
+        return True
+    return True
+
+
+def check_message(message: Message, limits: RequestLimits) -> ServerError | None:
+    """The built-in request checks; the first failing one as a protocol error, else None.
+
+    * ``no_usable_part`` (-32602, INVALID_INPUT): no parts, or only blank text;
+    * ``unsupported_input_mode`` (-32005, INVALID_INPUT): a part's media type is not in
+      ``limits.input_modes``;
+    * ``payload_too_large`` (-32602, INVALID_INPUT): the message is over the size limit.
+    """
+    size = len(message.model_dump_json(exclude_none=True).encode())
+    if size > limits.max_payload_bytes:
+        return protocol_error(
+            InvalidParamsError,
+            ErrorCode.INVALID_INPUT,
+            "payload_too_large",
+            f"The message is {size} bytes; this agent accepts at most "
+            f"{limits.max_payload_bytes} bytes.",
+        )
+    parts = [part.root for part in message.parts]
+    if not any(_usable(part) for part in parts):
+        return protocol_error(
+            InvalidParamsError,
+            ErrorCode.INVALID_INPUT,
+            "no_usable_part",
+            "The message has no usable part: send non-empty text, data or a file.",
+        )
+    if limits.input_modes is not None:
+        accepted = list(limits.input_modes)
+        for part in parts:
+            media_type = part_media_type(part)
+            if not any(fnmatchcase(media_type, pattern) for pattern in accepted):
+                return protocol_error(
+                    ContentTypeNotSupportedError,
+                    ErrorCode.INVALID_INPUT,
+                    "unsupported_input_mode",
+                    f"This agent does not accept {media_type!r} parts; accepted: "
+                    f"{', '.join(accepted)}.",
+                )
+    return None

@@ -1,0 +1,102 @@
+"""Serving an agent over A2A: the Starlette app, and ``serve`` for the command line.
+
+``create_app(agent, card, ...)`` builds a2a-sdk's JSON-RPC application around
+``CustomAgentExecutor`` and ``LlamonRequestHandler``; the card is served at
+``/.well-known/agent-card.json`` and the older ``/.well-known/agent.json``. Every JSON-RPC
+error the app itself produces (parse errors, unknown methods, bad params, unexpected
+exceptions) carries ``ProtocolErrorData`` and a message that never repeats exception text.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+from a2a.server.apps import A2AStarletteApplication
+from a2a.server.tasks import (
+    BasePushNotificationSender,
+    InMemoryPushNotificationConfigStore,
+    InMemoryTaskStore,
+    PushNotificationConfigStore,
+    TaskStore,
+)
+from a2a.types import A2AError, AgentCard, JSONRPCError
+from a2a.utils.errors import ServerError
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+
+from llamon_agent.a2a.auth import AuthConfig, AuthMiddleware
+from llamon_agent.a2a.executor import CustomAgentExecutor
+from llamon_agent.a2a.handler import LlamonRequestHandler
+from llamon_agent.a2a.protocol import RequestLimits, with_protocol_data
+
+__all__ = ["LlamonA2AApplication", "create_app"]
+
+logger = logging.getLogger("llamon_agent.a2a")
+
+
+class LlamonA2AApplication(A2AStarletteApplication):
+    """a2a-sdk's Starlette JSON-RPC app whose own errors carry ProtocolErrorData."""
+
+    def _generate_error_response(
+        self, request_id: str | int | None, error: JSONRPCError | A2AError
+    ) -> JSONResponse:
+        inner = error.root if isinstance(error, A2AError) else error
+        completed = with_protocol_data(ServerError(error=inner)).error or inner
+        wrapped = completed if isinstance(completed, JSONRPCError) else A2AError(root=completed)
+        return super()._generate_error_response(request_id, wrapped)
+
+
+def create_app(
+    agent: object,
+    card: AgentCard,
+    *,
+    task_store: TaskStore | None = None,
+    push_config_store: PushNotificationConfigStore | None = None,
+    limits: RequestLimits | None = None,
+    auth: AuthConfig | None = None,
+    executor: CustomAgentExecutor | None = None,
+    on_shutdown: Callable[[], Any] | None = None,
+) -> Starlette:
+    """The A2A Starlette app for ``agent`` (anything ``as_agent`` accepts) and its card.
+
+    Stores default to in-memory here (``serve`` opens the embedded SQLite default).
+    ``limits.input_modes`` defaults to the card's ``defaultInputModes``. Push notifications
+    are sent to the URLs clients register when the card declares the capability.
+    """
+    tasks = task_store or InMemoryTaskStore()
+    limits = limits or RequestLimits(input_modes=tuple(card.default_input_modes) or None)
+    executor = executor or CustomAgentExecutor(agent, limits=limits, task_store=tasks)
+    push_enabled = bool(card.capabilities and card.capabilities.push_notifications)
+    push_store = push_config_store or (InMemoryPushNotificationConfigStore() if push_enabled else None)
+    push_client = httpx.AsyncClient(timeout=10.0) if push_store is not None else None
+    handler = LlamonRequestHandler(
+        executor,
+        task_store=tasks,
+        push_config_store=push_store,
+        push_sender=BasePushNotificationSender(push_client, push_store)
+        if push_client is not None and push_store is not None
+        else None,
+    )
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            if push_client is not None:
+                await push_client.aclose()
+            if on_shutdown is not None:
+                result = on_shutdown()
+                if hasattr(result, "__await__"):
+                    await result
+
+    app = LlamonA2AApplication(agent_card=card, http_handler=handler).build(lifespan=lifespan)
+    if auth is not None:
+        app.add_middleware(AuthMiddleware, config=auth)
+    app.state.llamon_executor = executor
+    app.state.llamon_task_store = tasks
+    return app

@@ -1,0 +1,143 @@
+"""Real servers on 127.0.0.1 and a2a-sdk's own client, for end-to-end tests."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import uvicorn
+from a2a.client import Client, ClientConfig, ClientFactory
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentSkill,
+    DataPart,
+    Message,
+    Part,
+    Role,
+    Task,
+    TextPart,
+)
+from starlette.applications import Starlette
+
+
+def make_card(
+    url: str = "http://127.0.0.1:1/", *, streaming: bool = True, push: bool = False
+) -> AgentCard:
+    return AgentCard(
+        name="test-agent",
+        description="Answers test questions for the llamon-agent end-to-end suite.",
+        url=url,
+        version="1.0.0",
+        protocol_version="0.3.0",
+        capabilities=AgentCapabilities(streaming=streaming, push_notifications=push),
+        default_input_modes=["text/plain", "application/json"],
+        default_output_modes=["text/plain", "application/json"],
+        skills=[
+            AgentSkill(
+                id="answer",
+                name="Answer",
+                description="Answers one test question.",
+                tags=["test"],
+            )
+        ],
+    )
+
+
+@asynccontextmanager
+async def running_server(app: Starlette) -> AsyncIterator[str]:
+    """Serve ``app`` with uvicorn on a free loopback port; yield its base URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, timeout=10)
+        sock.close()
+
+
+@asynccontextmanager
+async def a2a_client(base_url: str, *, streaming: bool = False) -> AsyncIterator[Client]:
+    """a2a-sdk's client for the agent at ``base_url`` (card fetched from the server)."""
+    async with httpx.AsyncClient(timeout=10.0) as http:
+        card_json = (await http.get(f"{base_url}/.well-known/agent-card.json")).json()
+        card = AgentCard.model_validate(card_json).model_copy(update={"url": base_url + "/"})
+        client = ClientFactory(ClientConfig(streaming=streaming, httpx_client=http)).create(card)
+        yield client
+
+
+def user_message(
+    text: str | None = "hello",
+    *,
+    data: dict[str, Any] | None = None,
+    task_id: str | None = None,
+    context_id: str | None = None,
+    parts: Sequence[Part] | None = None,
+) -> Message:
+    if parts is None:
+        parts = []
+        if text is not None:
+            parts.append(Part(root=TextPart(text=text)))
+        if data is not None:
+            parts.append(Part(root=DataPart(data=data)))
+    return Message(
+        role=Role.user,
+        parts=list(parts),
+        message_id=str(uuid.uuid4()),
+        task_id=task_id,
+        context_id=context_id,
+    )
+
+
+async def send(client: Client, message: Message) -> Task:
+    """message/send; the final Task."""
+    events = [event async for event in client.send_message(message)]
+    first = events[-1]
+    assert isinstance(first, tuple), first
+    return first[0]
+
+
+async def stream(client: Client, message: Message) -> list[Any]:
+    """message/stream; every (task, update) event in order, copied as it arrived.
+
+    (a2a-sdk's client aggregates artifact chunks into the objects it has yielded.)
+    """
+    events: list[Any] = []
+    async for event in client.send_message(message):
+        if isinstance(event, tuple):
+            task, update = event
+            events.append(
+                (task.model_copy(deep=True), update.model_copy(deep=True) if update else None)
+            )
+        else:
+            events.append(event.model_copy(deep=True))
+    return events
+
+
+def error_data(task: Task) -> dict[str, Any]:
+    """The DataPart of a failed task's status message."""
+    assert task.status.message is not None
+    datas = [p.root.data for p in task.status.message.parts if isinstance(p.root, DataPart)]
+    assert len(datas) == 1, task.status.message
+    return datas[0]
+
+
+def texts(task: Task) -> list[str]:
+    return [
+        p.root.text
+        for artifact in task.artifacts or []
+        for p in artifact.parts
+        if isinstance(p.root, TextPart)
+    ]
