@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
-
 import httpx
 import pytest
 from a2a.client.errors import A2AClientJSONRPCError
-from a2a.types import DataPart, TaskArtifactUpdateEvent, TaskQueryParams, TaskState, TaskStatusUpdateEvent
+from a2a.types import (
+    DataPart,
+    TaskQueryParams,
+    TaskState,
+)
 
 from llamon_agent.a2a.agent import AgentContext, Completed
 from llamon_agent.a2a.server import create_app
@@ -16,7 +17,15 @@ from llamon_agent.core.errors import ErrorCode, raise_application_error
 from llamon_agent.core.hitl import HITLInterrupt
 from llamon_agent.exceptions import ComponentInvokeError, GuardrailBlockedError
 
-from .server_utils import a2a_client, error_data, make_card, running_server, send, stream, texts, user_message
+from .server_utils import (
+    a2a_client,
+    error_data,
+    make_card,
+    running_server,
+    send,
+    texts,
+    user_message,
+)
 
 SECRET = "sk-live-ABCDEFGHIJKLMNOP1234567890"
 
@@ -34,7 +43,10 @@ async def scripted(ctx: AgentContext):
         raise TimeoutError("slow")
     if command == "quota":
         raise_application_error(
-            ErrorCode.RATE_LIMITED, "classifier_quota_exceeded", message="quota", retriable=True,
+            ErrorCode.RATE_LIMITED,
+            "classifier_quota_exceeded",
+            message="quota",
+            retriable=True,
             retryAfterMs=60_000,
         )
     if command == "partial":
@@ -82,8 +94,10 @@ async def test_application_level_failure(
     assert task.status.state == TaskState.failed
     data = error_data(task)
     assert (data["errorCode"], data["errorReason"], data["retriable"]) == (code, reason, retriable)
-    text_parts = [p.root.text for p in task.status.message.parts if not isinstance(p.root, DataPart)]
-    assert text_parts == [data["errorMessage"]]
+    parts = task.status.message.parts
+    assert [p.root.text for p in parts if not isinstance(p.root, DataPart)] == [
+        data["errorMessage"]
+    ]
 
 
 async def test_rate_limited_carries_retry_after(server: str) -> None:
@@ -150,7 +164,8 @@ async def test_input_required_and_resume(server: str) -> None:
 
 async def _jsonrpc(url: str, method: str, params: dict) -> dict:
     async with httpx.AsyncClient() as http:
-        response = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        response = await http.post(url, json=body)
     return response.json()
 
 
@@ -167,7 +182,8 @@ async def test_protocol_level_error_for_a_message_without_usable_parts(server: s
 async def test_protocol_error_for_unsupported_input_mode(server: str) -> None:
     from a2a.types import FilePart, FileWithUri, Part
 
-    file_part = Part(root=FilePart(file=FileWithUri(uri="https://x.test/a.png", mime_type="image/png")))
+    png = FileWithUri(uri="https://x.test/a.png", mime_type="image/png")
+    file_part = Part(root=FilePart(file=png))
     async with a2a_client(server) as client:
         with pytest.raises(A2AClientJSONRPCError) as caught:
             await send(client, user_message(parts=[file_part]))

@@ -11,7 +11,6 @@ import logging
 from collections.abc import Callable
 
 from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
 
 from llamon_agent.core.codes import ErrorCode
 from llamon_agent.core.error_data import application_error_to_parts, make_application_error_data

@@ -56,9 +56,7 @@ class Completed:
     text: str | None = None
 
 
-AgentOutput: TypeAlias = (
-    str | Mapping[str, Any] | Sequence[Part] | Completed | HITLInterrupt | None
-)
+AgentOutput: TypeAlias = str | Mapping[str, Any] | Sequence[Part] | Completed | HITLInterrupt | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +224,7 @@ def as_agent(obj: object) -> Agent:
     """The ``Agent`` for ``obj`` (see the module docstring); ``TypeError`` if none fits."""
     if isinstance(obj, Agent):
         return obj
-    from llamon_agent.a2a.graph import GraphAgent, is_compiled_graph  # noqa: PLC0415
+    from llamon_agent.a2a.graph import GraphAgent, is_compiled_graph
 
     if is_compiled_graph(obj):
         return GraphAgent(obj)

@@ -116,5 +116,3 @@ class AuthMiddleware:
             return
         response: Response = unauthenticated_response(self.config, credential is not None)
         await response(scope, receive, send)
-
-

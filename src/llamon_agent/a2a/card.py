@@ -362,7 +362,7 @@ _TASK_VERB = (
     r"|execut|monitor|track|manag|sav|fetch|retriev|extract|validat|approv)\w*"
 )
 _DESCRIPTION_JOINERS = re.compile(
-    rf"\band\s+(?:then\s+|also\s+)?{_TASK_VERB}\b|\bas well as\b|그리고|\s및\s|\w하고\s",
+    rf"\band\s+(?:then\s+|also\s+)?{_TASK_VERB}\b|\bas well as\b|그리고|\s및\s|\w+하고\s",
     re.IGNORECASE,
 )
 

@@ -35,6 +35,7 @@ from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskStore, TaskUpdater
 from a2a.types import (
     DataPart,
+    InvalidParamsError,
     Message,
     MessageSendParams,
     Part,
@@ -58,6 +59,7 @@ from llamon_agent.a2a.agent import (
     as_agent,
 )
 from llamon_agent.a2a.protocol import RequestLimits, check_message, with_protocol_data
+from llamon_agent.a2a.stores import WORKER_METADATA_KEY, worker_id
 from llamon_agent.core.classify import classify_exception
 from llamon_agent.core.codes import Stage, json_rpc_to_error_code
 from llamon_agent.core.error_data import (
@@ -70,25 +72,14 @@ from llamon_agent.core.failures import FailureRecord
 from llamon_agent.core.hitl import HITLInterrupt
 from llamon_agent.exceptions import GuardrailBlockedError, LlamonApplicationError
 
-__all__ = ["WORKER_METADATA_KEY", "CustomAgentExecutor", "default_worker_id"]
+__all__ = ["CustomAgentExecutor"]
 
 logger = logging.getLogger("llamon_agent.a2a")
-
-WORKER_METADATA_KEY = "llamon.worker"
-"""Task metadata key naming the worker that ran it (used by crash reconciliation)."""
 
 TERMINAL_STATES = frozenset(
     {TaskState.completed, TaskState.failed, TaskState.canceled, TaskState.rejected}
 )
 PAUSED_STATES = frozenset({TaskState.input_required, TaskState.auth_required})
-
-
-def default_worker_id() -> str:
-    """``LLAMON_WORKER_ID``, else the host name."""
-    import os  # noqa: PLC0415
-    import socket  # noqa: PLC0415
-
-    return os.environ.get("LLAMON_WORKER_ID") or socket.gethostname()
 
 
 def _to_part(chunk: Chunk) -> Part:
@@ -140,12 +131,12 @@ class CustomAgentExecutor(AgentExecutor):
         *,
         limits: RequestLimits | None = None,
         task_store: TaskStore | None = None,
-        worker_id: str | None = None,
+        worker: str | None = None,
     ) -> None:
         self.agent = as_agent(agent)
         self.limits = limits or RequestLimits()
         self.task_store = task_store
-        self.worker_id = worker_id or default_worker_id()
+        self.worker_id = worker or worker_id()
         self._runs: dict[str, _Run] = {}
         self._protocol_errors: dict[str, ServerError] = {}
 
@@ -172,7 +163,7 @@ class CustomAgentExecutor(AgentExecutor):
         """Run the agent for one message; never raises for agent failures."""
         message = context.message
         if message is None:  # pragma: no cover - a2a always passes the message on send
-            raise with_protocol_data(ServerError())
+            raise with_protocol_data(ServerError(error=InvalidParamsError()))
         task = context.current_task
         resumed = task is not None and task.status.state in PAUSED_STATES
         interrupt_payload = _interrupt_payload(task) if resumed and task else None
@@ -211,7 +202,7 @@ class CustomAgentExecutor(AgentExecutor):
         except asyncio.CancelledError:
             await self._end(run, TaskState.canceled, None)
             raise
-        except Exception as exc:  # noqa: BLE001 - every failure becomes an answer
+        except Exception as exc:
             await self._enqueue_failed_response(run, exc, ctx)
         finally:
             self._runs.pop(task.id, None)
@@ -255,9 +246,8 @@ class CustomAgentExecutor(AgentExecutor):
 
     async def _finish(self, run: _Run, output: AgentOutput) -> None:
         if isinstance(output, HITLInterrupt):
-            state = (
-                TaskState.auth_required if output.kind == "auth-required" else TaskState.input_required
-            )
+            auth = output.kind == "auth-required"
+            state = TaskState.auth_required if auth else TaskState.input_required
             question = output.payload.get("question") or output.payload.get("message")
             parts = [
                 Part(root=TextPart(text=str(question or "More input is needed."))),
@@ -286,7 +276,7 @@ class CustomAgentExecutor(AgentExecutor):
             return None
         try:
             result = await hook(ctx, exc)
-        except Exception:  # noqa: BLE001 - the answer goes out without flow context
+        except Exception:
             logger.warning("task %s: reading the flow context failed", ctx.task_id, exc_info=True)
             return None
         return result if isinstance(result, FlowContext) else None
@@ -306,7 +296,7 @@ class CustomAgentExecutor(AgentExecutor):
             for node, value in flow.outputs.items():
                 try:
                     await self._add_artifact(run, value, node)
-                except Exception:  # noqa: BLE001 - best effort; the failed answer matters more
+                except Exception:
                     logger.warning("task %s: artifact of node %s not kept", run.task_id, node)
         data = error_data_for_exception(exc, classification=found, **extras)
         self._log_failure(run, exc, data, flow)
@@ -337,9 +327,11 @@ class CustomAgentExecutor(AgentExecutor):
         error = with_protocol_data(exc)
         self._protocol_errors[run.task_id] = error
         inner = error.error
-        code = json_rpc_to_error_code(inner.code if inner else -32603)
-        reason = (inner.data or {}).get("errorReason", "protocol_error") if inner else "protocol_error"
-        data = make_application_error_data(code, str(reason), inner.message if inner else "")
+        wire = inner.data if inner is not None and isinstance(inner.data, dict) else {}
+        code = json_rpc_to_error_code(inner.code if inner is not None else -32603)
+        reason = str(wire.get("errorReason", "protocol_error"))
+        message = (inner.message if inner is not None else None) or ""
+        data = make_application_error_data(code, reason, message)
         await self._end(run, TaskState.failed, application_error_to_parts(data))
 
     async def _end_guardrail(self, run: _Run, parts: list[Part]) -> None:
@@ -361,7 +353,7 @@ class CustomAgentExecutor(AgentExecutor):
         )
         try:
             await run.updater.event_queue.enqueue_event(task)
-        except Exception:  # noqa: BLE001
+        except Exception:
             logger.exception("task %s: the event queue refused the final event", run.task_id)
             await self._persist_terminal(run, status)
 
@@ -374,7 +366,7 @@ class CustomAgentExecutor(AgentExecutor):
         message = _agent_message(run, parts) if parts else None
         try:
             await run.updater.update_status(state, message=message, final=True)
-        except Exception:  # noqa: BLE001
+        except Exception:
             logger.exception("task %s: the event queue refused the final event", run.task_id)
             await self._persist_terminal(
                 run, TaskStatus(state=state, message=message, timestamp=_now())
@@ -387,7 +379,7 @@ class CustomAgentExecutor(AgentExecutor):
             stored = await self.task_store.get(run.task_id)
             task = stored or run.task
             await self.task_store.save(task.model_copy(update={"status": status}))
-        except Exception:  # noqa: BLE001
+        except Exception:
             logger.exception("task %s: could not write its terminal state", run.task_id)
 
     # -- cancellation ---------------------------------------------------------------

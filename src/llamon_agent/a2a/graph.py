@@ -84,7 +84,9 @@ class GraphAgent:
                 return HITLInterrupt(payload=payload)
             if self.output_key in state:
                 output = state[self.output_key]
-                return output if isinstance(output, str | Mapping) or output is None else str(output)
+                if output is None or isinstance(output, str | Mapping):
+                    return output
+                return str(output)
             return {k: v for k, v in state.items() if not k.startswith("__")}
         return None if state is None else str(state)
 
@@ -115,7 +117,7 @@ class GraphAgent:
 def _input_keys(graph: Any) -> frozenset[str] | None:
     try:
         schema = graph.get_input_jsonschema()
-    except Exception:  # noqa: BLE001 - schemas are a convenience; any graph still runs
+    except Exception:
         return None
     properties = schema.get("properties") if isinstance(schema, Mapping) else None
     return frozenset(properties) if isinstance(properties, Mapping) else None

@@ -85,7 +85,8 @@ def with_protocol_data(error: ServerError) -> ServerError:
     code = json_rpc_to_error_code(inner.code)
     name = type(inner).__name__
     reason = snake_case(name.removesuffix("Error")) if name != "JSONRPCError" else "jsonrpc_error"
-    message = _INTERNAL_MESSAGE if isinstance(inner, InternalError) else scrub_text(inner.message or "")
+    internal = isinstance(inner, InternalError)
+    message = _INTERNAL_MESSAGE if internal else scrub_text(inner.message or "")
     payload = make_protocol_error_data(code, reason, message).to_wire()
     return ServerError(error=inner.model_copy(update={"message": message, "data": payload}))
 

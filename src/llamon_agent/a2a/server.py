@@ -71,7 +71,9 @@ def create_app(
     limits = limits or RequestLimits(input_modes=tuple(card.default_input_modes) or None)
     executor = executor or CustomAgentExecutor(agent, limits=limits, task_store=tasks)
     push_enabled = bool(card.capabilities and card.capabilities.push_notifications)
-    push_store = push_config_store or (InMemoryPushNotificationConfigStore() if push_enabled else None)
+    push_store = push_config_store
+    if push_store is None and push_enabled:
+        push_store = InMemoryPushNotificationConfigStore()
     push_client = httpx.AsyncClient(timeout=10.0) if push_store is not None else None
     handler = LlamonRequestHandler(
         executor,

@@ -95,6 +95,7 @@ SQLITE_BUSY_TIMEOUT_MS: Final = 5_000
 
 _KINDS: Final[tuple[str, ...]] = get_args(StoreKind)
 _POSTGRES_SCHEMES: Final = frozenset({"postgresql", "postgres", "postgresql+asyncpg"})
+_LOGGED_IDS: Final = 20
 _ORPHAN_STATES: Final = (TaskState.submitted.value, TaskState.working.value)
 _USERINFO_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://[^:/@?#]*:)(.*)@")
 _PARAM_PASSWORD = re.compile(r"(password\s*=\s*)[^&\s#]*", re.IGNORECASE)
@@ -385,6 +386,9 @@ async def reconcile_orphaned_tasks(
     ended = await _end_each(store, await _orphan_ids(store, owner), owner, error)
     if ended:
         logger.warning(
-            "ended %d task(s) left unfinished by worker %r: %s", len(ended), owner, ended
+            "ended %d task(s) left unfinished by worker %r; first ids: %s",
+            len(ended),
+            owner,
+            sorted(ended)[:_LOGGED_IDS],
         )
     return sorted(ended)

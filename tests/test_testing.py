@@ -1,0 +1,45 @@
+"""Seed 000's test example ("테스트에서 에러 응답 검증"), as written, plus the helper's options."""
+
+import pytest
+from a2a.types import DataPart, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent
+
+from llamon_agent.core.hitl import HITLInterrupt
+from llamon_agent.exceptions import ComponentInvokeError
+
+from .conftest import stub_executor_run  # 프로젝트 fixture
+
+
+@pytest.mark.asyncio
+async def test_mcp_failure_returns_upstream_unavailable():
+    events = await stub_executor_run(
+        agent_dispatch_raises=ComponentInvokeError("MCP down"),
+    )
+
+    failed = next(
+        e
+        for e in reversed(events)
+        if isinstance(e, TaskStatusUpdateEvent) and e.status.state.value == "failed"
+    )
+    data = next(p.root.data for p in failed.status.message.parts if isinstance(p.root, DataPart))
+
+    assert data["errorCode"] == "UPSTREAM_UNAVAILABLE"
+    assert data["retriable"] is True
+
+
+async def test_events_in_order_for_a_success() -> None:
+    events = await stub_executor_run(agent_returns="fine")
+    assert isinstance(events[0], Task)
+    assert [e.status.state.value for e in events if isinstance(e, TaskStatusUpdateEvent)] == [
+        "working",
+        "completed",
+    ]
+    artifacts = [e for e in events if isinstance(e, TaskArtifactUpdateEvent)]
+    assert [p.root.text for p in artifacts[0].artifact.parts] == ["fine"]
+
+
+async def test_input_required() -> None:
+    events = await stub_executor_run(agent_returns=HITLInterrupt(payload={"question": "q?"}))
+    last = events[-1]
+    assert isinstance(last, TaskStatusUpdateEvent)
+    assert last.status.state.value == "input-required"
+    assert last.final is True
