@@ -1,20 +1,27 @@
 """The ``llamon`` command.
 
-``llamon errors`` prints the error model: the eight error codes, the exception mapping
-table (including your registered rows when ``--import`` names your module), the JSON-RPC
-code table and the reason catalog. ``--json`` prints the same as one JSON document.
+* ``llamon demo`` serves the example agent on the embedded default and shows, for each
+  kind of answer, what an A2A client receives.
+* ``llamon serve module:agent`` serves your agent (``--card``, ``--store``, ``--api-key`` ...).
+* ``llamon card lint URL|FILE`` checks an agent card against seed 002's advice.
+* ``llamon errors`` prints the error model: the eight error codes, the exception mapping
+  table (with your rows when ``--import`` names your module), the JSON-RPC code table and
+  the reason catalog; ``--json`` prints it as one JSON document.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from llamon_agent.a2a.card_cli import card_app
+from llamon_agent.a2a.stores import StoreKind
 from llamon_agent.core.catalog import reason_catalog
 from llamon_agent.core.classify import registered_rules
 from llamon_agent.core.codes import JSON_RPC_CODE_TO_ERROR_CODE, ErrorCode
@@ -29,9 +36,96 @@ app = typer.Typer(
 )
 
 
+app.add_typer(card_app, name="card", help="Build and check agent cards.")
+
+
 @app.callback()
 def _root() -> None:
     """llamon-agent command line."""
+
+
+@app.command("demo")
+def demo_command(
+    store: Annotated[
+        str, typer.Option(help="Task store: sqlite (embedded default), memory or postgres.")
+    ] = "sqlite",
+) -> None:
+    """Serve the example agent and show each kind of answer a client receives."""
+    import asyncio
+
+    from llamon_agent.demo import print_results, run_demo
+
+    results = asyncio.run(run_demo(store=_store_kind(store)))
+    print_results(results)
+    if not all(result.expected for result in results):
+        raise typer.Exit(1)
+
+
+def _store_kind(value: str) -> StoreKind:
+    if value not in ("sqlite", "memory", "postgres"):
+        raise typer.BadParameter(f"{value!r}: use sqlite, memory or postgres", param_hint="--store")
+    return value  # type: ignore[return-value]
+
+
+@app.command("serve")
+def serve_command(
+    target: Annotated[str, typer.Argument(help="The agent: 'module:attr' or 'file.py:attr'.")],
+    card: Annotated[
+        str | None, typer.Option(help="The card: 'module:attr', 'file.py:attr' or a JSON file.")
+    ] = None,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port (0 picks a free one).")] = 8000,
+    store: Annotated[str, typer.Option(help="sqlite (default), memory or postgres.")] = "sqlite",
+    database_url: Annotated[
+        str | None, typer.Option(envvar="LLAMON_DATABASE_URL", help="PostgreSQL DSN.")
+    ] = None,
+    api_key: Annotated[
+        list[str] | None, typer.Option(help="Require this API key (X-API-Key); repeatable.")
+    ] = None,
+    bearer_token: Annotated[
+        list[str] | None, typer.Option(help="Require this bearer token; repeatable.")
+    ] = None,
+    no_reconcile: Annotated[
+        bool, typer.Option("--no-reconcile", help="Do not end tasks a crash left working.")
+    ] = False,
+) -> None:
+    """Serve an agent over A2A (JSON-RPC) until stopped."""
+    import asyncio
+
+    from a2a.types import AgentCard
+
+    from llamon_agent.a2a.auth import AuthConfig
+    from llamon_agent.a2a.serve import ServeOptions, load_target, serve_agent
+
+    kind = "postgres" if database_url and store == "sqlite" else store
+    try:
+        agent = load_target(target)
+        agent_card: AgentCard | None = None
+        if card is not None:
+            if card.endswith(".json") and ":" not in card:
+                agent_card = AgentCard.model_validate_json(Path(card).read_text(encoding="utf-8"))
+            else:
+                agent_card = load_target(card)
+    except (ValueError, OSError) as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    auth = None
+    if api_key:
+        auth = AuthConfig.api_key(*api_key)
+    elif bearer_token:
+        auth = AuthConfig.bearer(*bearer_token)
+    options = ServeOptions(
+        host=host,
+        port=port,
+        store=_store_kind(kind),
+        database_url=database_url,
+        auth=auth,
+        reconcile=not no_reconcile,
+    )
+
+    def ready(url: str) -> None:
+        typer.echo(f"llamon: serving {target} at {url} (store: {options.store})", err=True)
+
+    asyncio.run(serve_agent(agent, agent_card, options, on_ready=ready))
 
 
 _CODE_MEANINGS = {

@@ -1,9 +1,11 @@
-"""Fixtures for the A2A tests: a throwaway PostgreSQL schema for the stores."""
+"""Fixtures for the A2A tests: a throwaway PostgreSQL schema, and stores of every kind."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
 from uuid import uuid4
 
 import pytest
@@ -11,6 +13,8 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
+
+from llamon_agent.a2a.stores import Stores, open_stores
 
 POSTGRES_ADMIN_DSN_ENV = "LLAMON_TEST_POSTGRES_DSN"
 """Superuser DSN of the test server; default ``postgresql://postgres@127.0.0.1:5432/test``."""
@@ -40,6 +44,13 @@ async def _admin_connection(admin_dsn: str) -> AsyncConnection:
 
 @pytest.fixture
 async def postgres_dsn() -> AsyncIterator[str]:
+    """A ``postgresql://`` DSN that sees only a fresh, empty schema of its own."""
+    async with postgres_schema() as dsn:
+        yield dsn
+
+
+@asynccontextmanager
+async def postgres_schema() -> AsyncIterator[str]:
     """A ``postgresql://`` DSN that sees only a fresh, empty schema of its own.
 
     A throwaway role (with a password, which trust auth ignores) owns a schema of the same
@@ -62,3 +73,14 @@ async def postgres_dsn() -> AsyncIterator[str]:
         await admin.exec_driver_sql(f"DROP ROLE IF EXISTS {name}")
         await admin.close()
         await admin.engine.dispose()
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Stores]:
+    """The served agent's stores: each end-to-end test runs on all three kinds."""
+    kind = request.param
+    async with AsyncExitStack() as stack:
+        dsn = await stack.enter_async_context(postgres_schema()) if kind == "postgres" else None
+        opened = await open_stores(kind, dsn=dsn, home=tmp_path)
+        stack.push_async_callback(opened.close)
+        yield opened

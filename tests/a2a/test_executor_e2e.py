@@ -13,6 +13,7 @@ from a2a.types import (
 
 from llamon_agent.a2a.agent import AgentContext, Completed
 from llamon_agent.a2a.server import create_app
+from llamon_agent.a2a.stores import Stores
 from llamon_agent.core.errors import ErrorCode, raise_application_error
 from llamon_agent.core.hitl import HITLInterrupt
 from llamon_agent.exceptions import ComponentInvokeError, GuardrailBlockedError
@@ -65,8 +66,15 @@ async def scripted(ctx: AgentContext):
 
 
 @pytest.fixture
-async def server():
-    async with running_server(create_app(scripted, make_card())) as url:
+async def server(stores: Stores):
+    """The scripted agent served on each store kind (memory, SQLite, PostgreSQL)."""
+    app = create_app(
+        scripted,
+        make_card(),
+        task_store=stores.task_store,
+        push_config_store=stores.push_config_store,
+    )
+    async with running_server(app) as url:
         yield url
 
 

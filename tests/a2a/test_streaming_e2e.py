@@ -18,6 +18,7 @@ from a2a.types import (
 
 from llamon_agent.a2a.agent import AgentContext
 from llamon_agent.a2a.server import create_app
+from llamon_agent.a2a.stores import Stores
 from llamon_agent.exceptions import ComponentInvokeError
 
 from .server_utils import a2a_client, error_data, make_card, running_server, stream, user_message
@@ -53,8 +54,12 @@ def agent() -> StreamingAgent:
 
 
 @pytest.fixture
-async def server(agent: StreamingAgent):
-    async with running_server(create_app(agent, make_card())) as url:
+async def server(agent: StreamingAgent, stores: Stores):
+    """The streaming agent served on each store kind (memory, SQLite, PostgreSQL)."""
+    app = create_app(
+        agent, make_card(), task_store=stores.task_store, push_config_store=stores.push_config_store
+    )
+    async with running_server(app) as url:
         yield url
 
 

@@ -1,27 +1,43 @@
 """Optional caller authentication: an API key header or a bearer token.
 
-What the card declares is what the server enforces. A call without valid credentials
-gets HTTP 401 and a JSON-RPC error (code -32040) whose ``error.data`` is
-``ProtocolErrorData`` with ``errorCode: AUTH_REQUIRED`` -- never a task. The agent card
-paths stay public so callers can discover how to authenticate. Credentials are compared
-in constant time and never logged.
+What the card declares is what the server enforces. ``AuthConfig.from_card(card, *secrets)``
+derives the scheme and header from the card's ``securitySchemes``/``security`` (via
+``auth_spec_from_card``); it returns ``None`` only when the card requires no auth and
+raises ``ValueError`` when the card requires auth but no secret is given, so a server
+never silently runs open. ``AuthConfig.api_key(...)`` / ``AuthConfig.bearer(...)`` build a
+config by hand.
+
+A call without valid credentials gets HTTP 401 and a JSON-RPC error (code -32040, ``id``
+null) whose ``error.data`` is ``ProtocolErrorData`` with ``errorCode: AUTH_REQUIRED`` and
+``errorReason`` ``credentials_required`` (nothing presented) or ``invalid_credentials``
+-- never a task. Bearer 401s carry ``WWW-Authenticate: Bearer`` (plus
+``error="invalid_token"`` when a token was presented). The agent card paths stay public so
+callers can discover how to authenticate; every other HTTP or WebSocket request is checked.
+Credentials are compared in constant time and never logged or echoed back: neither the
+presented value nor the accepted secrets appear in a log line, a response or ``repr``.
 """
 
 from __future__ import annotations
 
 import hmac
-from collections.abc import Iterable
+import logging
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from a2a.types import AgentCard
+from starlette.requests import HTTPConnection
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from llamon_agent.a2a.card import auth_spec_from_card
 from llamon_agent.core.codes import ErrorCode
 from llamon_agent.core.error_data import make_protocol_error_data
 
 __all__ = ["UNAUTHENTICATED_JSONRPC_CODE", "AuthConfig", "AuthMiddleware"]
+
+logger = logging.getLogger("llamon_agent.a2a")
 
 UNAUTHENTICATED_JSONRPC_CODE: Final = -32040
 """The JSON-RPC code of an unauthenticated call (server-defined range; data says AUTH_REQUIRED)."""
@@ -30,36 +46,86 @@ PUBLIC_PATHS: Final = frozenset(
     {"/.well-known/agent-card.json", "/.well-known/agent.json", "/healthz"}
 )
 
+_DEFAULT_HEADERS: Final = {"api_key": "X-API-Key", "bearer": "Authorization"}
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_POLICY_VIOLATION: Final = 1008
+"""WebSocket close code for a connection refused for want of credentials."""
+
 
 @dataclass(frozen=True)
 class AuthConfig:
     """Which credentials the server accepts.
 
     ``scheme="api_key"`` reads ``header`` (default ``X-API-Key``); ``scheme="bearer"``
-    reads ``Authorization: Bearer <token>``. ``secrets`` are the accepted values.
+    reads ``Authorization: Bearer <token>`` (its header must be ``Authorization``).
+    ``secrets`` are the accepted values: any iterable of strings except a bare string;
+    surrounding whitespace is stripped (HTTP header values cannot carry it) and at least
+    one non-empty secret is required. Invalid arguments raise ``ValueError``/``TypeError``
+    when the config is built, not when the first request arrives.
     """
 
     scheme: Literal["api_key", "bearer"]
     secrets: frozenset[str] = field(repr=False)
-    header: str = "X-API-Key"
+    header: str = ""
+    """Empty means the scheme's default: ``X-API-Key`` or ``Authorization``."""
+
+    def __post_init__(self) -> None:
+        if self.scheme not in _DEFAULT_HEADERS:
+            raise ValueError(
+                f"AuthConfig scheme must be 'api_key' or 'bearer', not {self.scheme!r}"
+            )
+        object.__setattr__(self, "secrets", _non_empty(self.secrets))
+        header = self.header.strip() or _DEFAULT_HEADERS[self.scheme]
+        if not _HEADER_NAME.fullmatch(header):
+            raise ValueError(f"AuthConfig header {header!r} is not a valid HTTP header name")
+        if self.scheme == "bearer" and header.lower() != "authorization":
+            raise ValueError("a bearer token is read from the 'Authorization' header only")
+        object.__setattr__(self, "header", header)
 
     @classmethod
     def api_key(cls, *keys: str, header: str = "X-API-Key") -> AuthConfig:
         """Accept any of ``keys`` in ``header``."""
-        return cls("api_key", _non_empty(keys), header)
+        return cls("api_key", frozenset(keys), header)
 
     @classmethod
     def bearer(cls, *tokens: str) -> AuthConfig:
         """Accept any of ``tokens`` as ``Authorization: Bearer <token>``."""
-        return cls("bearer", _non_empty(tokens), "Authorization")
+        return cls("bearer", frozenset(tokens), "Authorization")
 
-    def credential(self, request: Request) -> str | None:
+    @classmethod
+    def from_card(cls, card: AgentCard | Mapping[str, Any], *secrets: str) -> AuthConfig | None:
+        """Enforce what ``card`` declares, accepting any of ``secrets``.
+
+        The scheme and header come from ``auth_spec_from_card(card)``. Returns ``None`` when
+        the card requires no auth (secrets given anyway are ignored, with a warning that
+        names no secret). Raises ``ValueError`` when the card requires auth but no
+        non-empty secret is given, or when its requirement is not a header API key or
+        bearer scheme (see ``auth_spec_from_card``).
+        """
+        spec = auth_spec_from_card(card)
+        if spec is None:
+            if secrets:
+                logger.warning(
+                    "the agent card declares no auth; %d secret(s) given to "
+                    "AuthConfig.from_card are ignored and the server accepts every caller",
+                    len(secrets),
+                )
+            return None
+        if not any(isinstance(s, str) and s.strip() for s in secrets):
+            what = "an API key" if spec.kind == "api_key" else "a bearer token"
+            raise ValueError(
+                f"the agent card requires {what} (scheme {spec.scheme_name!r}, header "
+                f"{spec.header!r}) but no secret was given; refusing to serve without auth"
+            )
+        return cls(spec.kind, frozenset(secrets), spec.header)
+
+    def credential(self, request: HTTPConnection) -> str | None:
         """The credential the request presents, or None."""
         value = request.headers.get(self.header)
         if value is None:
             return None
         if self.scheme == "bearer":
-            scheme, _, token = value.partition(" ")
+            scheme, _, token = value.strip().partition(" ")
             return token.strip() if scheme.lower() == "bearer" and token.strip() else None
         return value.strip() or None
 
@@ -68,51 +134,75 @@ class AuthConfig:
         if credential is None:
             return False
         given = credential.encode()
-        return any(hmac.compare_digest(given, secret.encode()) for secret in self.secrets)
+        matches = [hmac.compare_digest(given, secret.encode()) for secret in self.secrets]
+        return any(matches)
 
 
 def _non_empty(values: Iterable[str]) -> frozenset[str]:
-    secrets = frozenset(v for v in values if v)
+    if isinstance(values, str | bytes):
+        raise TypeError("AuthConfig secrets must be a collection of strings, not one string")
+    secrets: set[str] = set()
+    for value in values:
+        if not isinstance(value, str):
+            raise TypeError(f"AuthConfig secrets must be strings, got {type(value).__name__}")
+        if value.strip():
+            secrets.add(value.strip())
     if not secrets:
         raise ValueError("AuthConfig needs at least one non-empty key or token")
-    return secrets
+    return frozenset(secrets)
 
 
 def unauthenticated_response(config: AuthConfig, presented: bool) -> JSONResponse:
-    """HTTP 401 with a JSON-RPC error carrying ProtocolErrorData (AUTH_REQUIRED)."""
+    """HTTP 401 with a JSON-RPC error carrying ProtocolErrorData (AUTH_REQUIRED).
+
+    Nothing of the request is echoed back: the body depends only on ``config.scheme``,
+    ``config.header`` and whether a credential was presented.
+    """
     reason = "invalid_credentials" if presented else "credentials_required"
-    what = "API key" if config.scheme == "api_key" else "bearer token"
+    what = "an API key" if config.scheme == "api_key" else "a bearer token"
     message = (
-        f"The {what} is not valid."
+        f"The {what.partition(' ')[2]} is not valid."
         if presented
-        else f"This agent requires a {what} in the {config.header!r} header."
+        else f"This agent requires {what} in the {config.header!r} header."
     )
     data = make_protocol_error_data(ErrorCode.AUTH_REQUIRED, reason, message)
-    headers = {"WWW-Authenticate": "Bearer"} if config.scheme == "bearer" else {}
+    headers: dict[str, str] = {}
+    if config.scheme == "bearer":
+        headers["WWW-Authenticate"] = 'Bearer error="invalid_token"' if presented else "Bearer"
     body = {
         "jsonrpc": "2.0",
         "id": None,
-        "error": {"code": UNAUTHENTICATED_JSONRPC_CODE, "message": message, "data": data.to_wire()},
+        "error": {
+            "code": UNAUTHENTICATED_JSONRPC_CODE,
+            "message": data.error_message,
+            "data": data.to_wire(),
+        },
     }
     return JSONResponse(body, status_code=401, headers=headers)
 
 
 class AuthMiddleware:
-    """ASGI middleware enforcing ``config`` on every path except the public card paths."""
+    """ASGI middleware enforcing ``config`` on every path except the public card paths.
+
+    HTTP requests without valid credentials get ``unauthenticated_response``; WebSocket
+    connections are closed with code 1008 before they are accepted. Lifespan events pass.
+    """
 
     def __init__(self, app: ASGIApp, config: AuthConfig) -> None:
         self.app = app
         self.config = config
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Pass authenticated HTTP requests on; answer 401 otherwise."""
-        if scope["type"] != "http" or scope.get("path") in PUBLIC_PATHS:
+        """Pass authenticated requests on; refuse the others."""
+        if scope["type"] not in ("http", "websocket") or scope.get("path") in PUBLIC_PATHS:
             await self.app(scope, receive, send)
             return
-        request = Request(scope)
-        credential = self.config.credential(request)
+        credential = self.config.credential(HTTPConnection(scope))
         if self.config.accepts(credential):
             await self.app(scope, receive, send)
             return
-        response: Response = unauthenticated_response(self.config, credential is not None)
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": _POLICY_VIOLATION, "reason": ""})
+            return
+        response = unauthenticated_response(self.config, credential is not None)
         await response(scope, receive, send)

@@ -61,7 +61,7 @@ from llamon_agent.a2a.agent import (
 from llamon_agent.a2a.protocol import RequestLimits, check_message, with_protocol_data
 from llamon_agent.a2a.stores import WORKER_METADATA_KEY, worker_id
 from llamon_agent.core.classify import classify_exception
-from llamon_agent.core.codes import Stage, json_rpc_to_error_code
+from llamon_agent.core.codes import ErrorCode, Stage, json_rpc_to_error_code
 from llamon_agent.core.error_data import (
     ApplicationErrorData,
     application_error_to_parts,
@@ -381,6 +381,36 @@ class CustomAgentExecutor(AgentExecutor):
             await self.task_store.save(task.model_copy(update={"status": status}))
         except Exception:
             logger.exception("task %s: could not write its terminal state", run.task_id)
+
+    # -- shutdown -------------------------------------------------------------------
+
+    async def shutdown(self) -> list[str]:
+        """End every running task ``failed`` / ``worker_shutdown`` (retriable), in the store.
+
+        Called when the server stops, so a graceful stop leaves no task ``working``. The
+        state is written to the task store directly: the event consumers stop with the
+        server. Returns the ids ended.
+        """
+        ended: list[str] = []
+        data = make_application_error_data(
+            ErrorCode.UPSTREAM_UNAVAILABLE,
+            "worker_shutdown",
+            "The server stopped before this task finished; send it again.",
+            retriable=True,
+        )
+        for run in list(self._runs.values()):
+            async with run.lock:
+                if run.terminal:
+                    continue
+                run.terminal = True
+            status = TaskStatus(
+                state=TaskState.failed,
+                message=_agent_message(run, application_error_to_parts(data)),
+                timestamp=_now(),
+            )
+            await self._persist_terminal(run, status)
+            ended.append(run.task_id)
+        return sorted(ended)
 
     # -- cancellation ---------------------------------------------------------------
 

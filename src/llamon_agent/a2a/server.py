@@ -89,6 +89,9 @@ def create_app(
         try:
             yield
         finally:
+            ended = await executor.shutdown()
+            if ended:
+                logger.warning("server stopping: ended %d running task(s) failed", len(ended))
             if push_client is not None:
                 await push_client.aclose()
             if on_shutdown is not None:

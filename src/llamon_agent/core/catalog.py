@@ -435,6 +435,14 @@ _ENTRIES: Final[tuple[tuple[str, Stage, ErrorCode, bool, str, str], ...]] = (
         "check_worker_crash_logs",
         "the process running the task died before it ended",
     ),
+    (
+        "worker_shutdown",
+        _S.A2A_SERVE,
+        _E.UPSTREAM_UNAVAILABLE,
+        True,
+        "resend_the_task",
+        "the server stopped gracefully while the task was running",
+    ),
     # the SDK's own exceptions (reason = snake_case of the type name)
     (
         "component_invoke_error",

@@ -1,0 +1,160 @@
+"""Running a served agent: open the stores, reconcile crashed tasks, then serve.
+
+``await serve_agent(agent, card)`` uses the embedded default (SQLite under
+``LLAMON_HOME``), ends ``failed`` / ``worker_lost`` every task a crashed process of this
+worker left ``working``, and serves on ``host:port`` until stopped. ``load_target``
+resolves ``"module:attribute"`` (or ``path/to/file.py:attribute``) for ``llamon serve``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.util
+import logging
+import socket
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from a2a.types import AgentCard
+
+from llamon_agent.a2a.auth import AuthConfig
+from llamon_agent.a2a.card import build_agent_card, skill
+from llamon_agent.a2a.protocol import RequestLimits
+from llamon_agent.a2a.server import create_app
+from llamon_agent.a2a.stores import StoreKind, open_stores, reconcile_orphaned_tasks
+
+__all__ = ["ServeOptions", "default_card", "load_target", "serve_agent"]
+
+logger = logging.getLogger("llamon_agent.a2a")
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """How to serve: address, store, auth, limits, and crash reconciliation."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    store: StoreKind | None = None
+    database_url: str | None = None
+    auth: AuthConfig | None = None
+    limits: RequestLimits | None = None
+    reconcile: bool = True
+    log_level: str = "warning"
+
+
+def load_target(target: str) -> Any:
+    """The object named by ``"package.module:attr"`` or ``"path/file.py:attr"``.
+
+    Raises ``ValueError`` naming what could not be found.
+    """
+    module_name, sep, attribute = target.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ValueError(f"expected 'module:attribute', got {target!r}")
+    if module_name.endswith(".py"):
+        path = Path(module_name)
+        if not path.is_file():
+            raise ValueError(f"no such file: {module_name!r}")
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        if spec is None or spec.loader is None:  # pragma: no cover - a .py file always loads
+            raise ValueError(f"cannot load {module_name!r}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[path.stem] = module
+        spec.loader.exec_module(module)
+    else:
+        if "" not in sys.path:
+            sys.path.insert(0, "")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise ValueError(f"cannot import {module_name!r}: {exc}") from exc
+    try:
+        return getattr(module, attribute)
+    except AttributeError:
+        raise ValueError(f"{module_name!r} has no attribute {attribute!r}") from None
+
+
+def default_card(agent: object, url: str) -> AgentCard:
+    """A card for an agent that brought none: its name and docstring, one skill."""
+    name = str(getattr(agent, "name", None) or getattr(agent, "__name__", "agent"))
+    doc = (getattr(agent, "__doc__", None) or "").strip().splitlines()
+    description = doc[0] if doc else f"The {name} agent, served by llamon-agent."
+    return build_agent_card(
+        name=name,
+        description=description,
+        url=url,
+        version="0.1.0",
+        skills=[skill(name, name, description)],
+    )
+
+
+async def _exit_on(event: asyncio.Event, server: uvicorn.Server) -> None:
+    await event.wait()
+    server.should_exit = True
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    return sock
+
+
+async def serve_agent(
+    agent: object,
+    card: AgentCard | None = None,
+    options: ServeOptions | None = None,
+    *,
+    on_ready: Callable[[str], None] | None = None,
+    shutdown: asyncio.Event | None = None,
+) -> None:
+    """Serve ``agent`` until the process is stopped (SIGINT/SIGTERM) or ``shutdown`` is set.
+
+    ``on_ready(url)`` is called once the socket listens (``port=0`` picks a free port).
+    """
+    options = options or ServeOptions()
+    sock = _bind(options.host, options.port)
+    host, port = sock.getsockname()[:2]
+    url = f"http://{host}:{port}/"
+    stores = await open_stores(options.store, dsn=options.database_url)
+    try:
+        if options.reconcile:
+            ended = await reconcile_orphaned_tasks(stores)
+            if ended:
+                logger.warning(
+                    "ended %d task(s) left working by a stopped worker: failed/worker_lost",
+                    len(ended),
+                )
+        card = (card or default_card(agent, url)).model_copy(update={"url": url})
+        app = create_app(
+            agent,
+            card,
+            task_store=stores.task_store,
+            push_config_store=stores.push_config_store,
+            auth=options.auth,
+            limits=options.limits,
+        )
+        server = uvicorn.Server(
+            uvicorn.Config(
+                app, log_level=options.log_level, lifespan="on", timeout_graceful_shutdown=5
+            )
+        )
+        if shutdown is not None:
+            server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+            watcher = asyncio.create_task(_exit_on(shutdown, server))
+        if on_ready is not None:
+            on_ready(url)
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            if shutdown is not None:
+                watcher.cancel()
+    finally:
+        sock.close()
+        await stores.close()
