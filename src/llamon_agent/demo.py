@@ -165,7 +165,8 @@ async def run_demo(*, store: StoreKind | None = "sqlite") -> list[DemoResult]:
         )
     )
     try:
-        done, _ = await asyncio.wait({server, ready}, return_when=asyncio.FIRST_COMPLETED)
+        waiting: set[asyncio.Future[Any]] = {server, ready}
+        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         if server in done:
             server.result()  # raises why the server could not start
         results = await _scenarios(ready.result(), card)

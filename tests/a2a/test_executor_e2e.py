@@ -7,6 +7,7 @@ import pytest
 from a2a.client.errors import A2AClientJSONRPCError
 from a2a.types import (
     DataPart,
+    TaskIdParams,
     TaskQueryParams,
     TaskState,
 )
@@ -214,3 +215,13 @@ async def test_cancelling_a_finished_task_is_not_cancelable(server: str) -> None
     body = await _jsonrpc(server + "/", "tasks/cancel", {"id": task.id})
     assert body["error"]["code"] == -32002
     assert body["error"]["data"]["errorCode"] == "INVALID_INPUT"
+
+
+async def test_cancelling_an_input_required_task(server: str) -> None:
+    async with a2a_client(server) as client:
+        paused = await send(client, user_message("ask"))
+        assert paused.status.state == TaskState.input_required
+        canceled = await client.cancel_task(TaskIdParams(id=paused.id))
+        fetched = await client.get_task(TaskQueryParams(id=paused.id))
+    assert canceled.status.state == TaskState.canceled
+    assert fetched.status.state == TaskState.canceled

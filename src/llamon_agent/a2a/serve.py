@@ -146,7 +146,6 @@ async def serve_agent(
             )
         )
         if shutdown is not None:
-            server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
             watcher = asyncio.create_task(_exit_on(shutdown, server))
         if on_ready is not None:
             on_ready(url)
