@@ -19,6 +19,9 @@ Variants (the same trivial agent on both sides):
 ``llamon-stream`` ``create_app(agent, card)`` where ``agent`` has ``stream(ctx)`` yielding
                   the same chunks, and ``invoke``.
 
+``raw-working``   diagnosis only: ``raw`` plus ``TaskUpdater.start_work()`` (the ``working``
+                  status event llamon publishes before running the agent).
+
 ``--profile FILE`` runs the server under cProfile and writes the stats to FILE on exit.
 """
 
@@ -39,7 +42,7 @@ from typing import Any
 REPLY = "pong"
 STREAM_CHUNKS = ("Hel", "lo, ", "world")
 
-VARIANTS = ("raw", "llamon", "llamon-fail", "raw-stream", "llamon-stream")
+VARIANTS = ("raw", "llamon", "llamon-fail", "raw-stream", "llamon-stream", "raw-working")
 
 
 def bench_card() -> Any:
@@ -66,7 +69,7 @@ def bench_card() -> Any:
 # -- raw a2a-sdk -------------------------------------------------------------------------
 
 
-def _raw_executor(chunks: tuple[str, ...]) -> Any:
+def _raw_executor(chunks: tuple[str, ...], working: bool = False) -> Any:
     from a2a.server.agent_execution import AgentExecutor, RequestContext
     from a2a.server.events import EventQueue
     from a2a.server.tasks import TaskUpdater
@@ -87,6 +90,8 @@ def _raw_executor(chunks: tuple[str, ...]) -> Any:
                 )
                 await event_queue.enqueue_event(task)
             updater = TaskUpdater(event_queue, task.id, task.context_id)
+            if working:
+                await updater.start_work()
             artifact_id = str(uuid.uuid4())
             for index, chunk in enumerate(chunks):
                 await updater.add_artifact(
@@ -103,12 +108,12 @@ def _raw_executor(chunks: tuple[str, ...]) -> Any:
     return RawExecutor()
 
 
-def _raw_app(chunks: tuple[str, ...]) -> Any:
+def _raw_app(chunks: tuple[str, ...], working: bool = False) -> Any:
     from a2a.server.apps import A2AStarletteApplication
     from a2a.server.request_handlers import DefaultRequestHandler
     from a2a.server.tasks import InMemoryTaskStore
 
-    handler = DefaultRequestHandler(_raw_executor(chunks), InMemoryTaskStore())
+    handler = DefaultRequestHandler(_raw_executor(chunks, working), InMemoryTaskStore())
     return A2AStarletteApplication(bench_card(), handler).build()
 
 
@@ -148,6 +153,8 @@ def build_app(variant: str) -> Any:
         return _raw_app((REPLY,))
     if variant == "raw-stream":
         return _raw_app(STREAM_CHUNKS)
+    if variant == "raw-working":
+        return _raw_app((REPLY,), working=True)
     if variant in ("llamon", "llamon-fail", "llamon-stream"):
         return _llamon_app(variant)
     raise SystemExit(f"unknown variant {variant!r}; one of {', '.join(VARIANTS)}")

@@ -64,12 +64,20 @@ VARIANTS = {
     "llamon-fail": Variant("llamon-fail", "send", '"state":"failed"'),
     "raw-stream": Variant("raw-stream", "stream", '"state":"completed"'),
     "llamon-stream": Variant("llamon-stream", "stream", '"state":"completed"'),
+    "raw-working": Variant("raw-working", "send", '"state":"completed"'),  # diagnosis only
 }
-RAW_SIDE = ("raw", "raw-stream")
+DEFAULT_VARIANTS = ("raw", "llamon", "llamon-fail", "raw-stream", "llamon-stream")
+RAW_SIDE = ("raw", "raw-stream", "raw-working")
+
+
+A2A_OTEL_ENV = "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED"
+NO_A2A_OTEL = False  # set by --no-a2a-otel
 
 
 def child_env() -> dict[str, str]:
     env = dict(os.environ)
+    if NO_A2A_OTEL:
+        env[A2A_OTEL_ENV] = "false"
     src = str(ROOT / "src")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
     env.setdefault("LLAMON_WORKER_ID", "bench")
@@ -260,6 +268,8 @@ def summarize(
         ratio_line("send:   llamon / raw", "llamon", "raw", SEND_TARGET)
     if "llamon-fail" in results and "raw" in results:
         ratio_line("fail:   llamon-fail / raw success", "llamon-fail", "raw", FAIL_TARGET)
+    if "llamon" in results and "raw-working" in results:
+        ratio_line("send:   llamon / raw-working", "llamon", "raw-working", None)
     if "llamon-stream" in results and "raw-stream" in results:
         ratio_line("stream: llamon / raw (streams/s)", "llamon-stream", "raw-stream", None)
         for c in args.concurrency:
@@ -306,7 +316,12 @@ def main() -> None:
     parser.add_argument("--max-requests", type=int, default=100_000, help="per measurement")
     parser.add_argument("--max-seconds", type=float, default=240.0, help="server lifetime cap")
     parser.add_argument(
-        "--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS), metavar="V"
+        "--variants", nargs="+", default=list(DEFAULT_VARIANTS), choices=list(VARIANTS),
+        metavar="V", help=f"any of {', '.join(VARIANTS)}",
+    )
+    parser.add_argument(
+        "--no-a2a-otel", action="store_true",
+        help="serve with OTEL_INSTRUMENTATION_A2A_SDK_ENABLED=false (a2a-sdk's spans off)",
     )
     parser.add_argument(
         "--profile", nargs="+", default=None, choices=list(VARIANTS), metavar="V",
@@ -315,17 +330,19 @@ def main() -> None:
     parser.add_argument("--profile-top", type=int, default=25)
     parser.add_argument("--json", type=Path, default=None, help="write all results here")
     args = parser.parse_args()
+    global NO_A2A_OTEL
+    NO_A2A_OTEL = args.no_a2a_otel
     quick = args.quick
     args.duration = args.duration or (1.5 if quick else 4.0)
     args.warmup = args.warmup if args.warmup is not None else (0.5 if quick else 1.0)
     args.rounds = args.rounds or (1 if quick else 3)
 
     started = time.monotonic()
+    if args.profile:  # the stats files are kept for pstats / snakeviz
+        profile(args, Path(tempfile.mkdtemp(prefix="llamon-bench-profile-")))
+        return
     with tempfile.TemporaryDirectory(prefix="llamon-bench-") as tmp:
         logdir = Path(tmp)
-        if args.profile:
-            profile(args, logdir)
-            return
         print(
             f"A2A server benchmark: {platform.python_version()} on {os.cpu_count()} cores, "
             f"{args.rounds} round(s) x {len(args.variants)} variants x c={args.concurrency}, "

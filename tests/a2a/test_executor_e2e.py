@@ -17,7 +17,13 @@ from llamon_agent.a2a.server import create_app
 from llamon_agent.a2a.stores import Stores
 from llamon_agent.core.errors import ErrorCode, raise_application_error
 from llamon_agent.core.hitl import HITLInterrupt
-from llamon_agent.exceptions import ComponentInvokeError, GuardrailBlockedError
+from llamon_agent.exceptions import (
+    ComponentInvokeError,
+    GuardrailBlockedError,
+    MissingAPIKeyError,
+    MissingFieldError,
+    RegistryNotFoundError,
+)
 
 from .server_utils import (
     a2a_client,
@@ -43,6 +49,12 @@ async def scripted(ctx: AgentContext):
         raise ComponentInvokeError("MCP down")
     if command == "timeout":
         raise TimeoutError("slow")
+    if command == "invalid":
+        raise MissingFieldError("query is required", field_name="query")
+    if command == "auth":
+        raise MissingAPIKeyError("no API key for the ledger")
+    if command == "notfound":
+        raise RegistryNotFoundError("no such account")
     if command == "quota":
         raise_application_error(
             ErrorCode.RATE_LIMITED,
@@ -90,6 +102,9 @@ async def test_success(server: str) -> None:
     ("command", "code", "reason", "retriable"),
     [
         ("upstream", "UPSTREAM_UNAVAILABLE", "component_invoke_error", True),
+        ("invalid", "INVALID_INPUT", "missing_field_error", False),
+        ("auth", "AUTH_REQUIRED", "missing_api_key_error", False),
+        ("notfound", "NOT_FOUND", "registry_not_found_error", False),
         ("timeout", "UPSTREAM_TIMEOUT", "timeout", True),
         ("quota", "RATE_LIMITED", "classifier_quota_exceeded", True),
         ("secret", "INTERNAL_ERROR", "runtime_error", False),

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from a2a.client import ClientConfig, ClientFactory
+from a2a.client.base_client import BaseClient
 from a2a.client.errors import A2AClientJSONRPCError
 from a2a.types import (
     AgentCard,
@@ -132,6 +133,8 @@ async def send_with_push(
             streaming=streaming, httpx_client=http, push_notification_configs=defaults
         )
         client = ClientFactory(config).create(card)
+        # ``configuration=`` is on BaseClient, not on the abstract Client (a2a-sdk 0.3.26).
+        assert isinstance(client, BaseClient)
         configuration = (
             MessageSendConfiguration(push_notification_config=push_config(hook_url))
             if per_call
@@ -208,6 +211,7 @@ async def test_without_the_capability_push_config_is_unsupported(
                 await client.get_task_callback(GetTaskPushNotificationConfigParams(id=task.id))
     assert task.status.state == TaskState.completed
     assert caught.value.error.code == -32004
+    assert caught.value.error.data is not None
     assert caught.value.error.data["errorReason"] == "unsupported_operation"
     assert hook.posts == []
 
