@@ -60,3 +60,24 @@ def test_errors_import_of_a_missing_module_is_a_clear_error() -> None:
     result = runner.invoke(app, ["errors", "--import", "no_such_module_xyz"])
     assert result.exit_code != 0
     assert "no_such_module_xyz" in result.output
+
+
+def test_serve_refuses_a_key_for_a_card_without_auth(tmp_path, monkeypatch) -> None:
+    from llamon_agent.demo import demo_agent_path
+
+    path = demo_agent_path()
+    monkeypatch.setenv("LLAMON_HOME", str(tmp_path))
+    result = runner.invoke(
+        app,
+        ["serve", f"{path}:agent", "--card", f"{path}:card", "--port", "0"],
+        env={"LLAMON_API_KEY": "k-123", "COLUMNS": "300"},
+    )
+    assert result.exit_code == 2
+    assert "declares no security scheme" in result.output
+    assert "k-123" not in result.output
+
+
+def test_serve_rejects_an_unknown_target() -> None:
+    result = runner.invoke(app, ["serve", "no_such_module_xyz:agent"], env={"COLUMNS": "300"})
+    assert result.exit_code == 2
+    assert "no_such_module_xyz" in result.output

@@ -80,10 +80,15 @@ def serve_command(
         str | None, typer.Option(envvar="LLAMON_DATABASE_URL", help="PostgreSQL DSN.")
     ] = None,
     api_key: Annotated[
-        list[str] | None, typer.Option(help="Require this API key (X-API-Key); repeatable.")
+        str | None,
+        typer.Option(
+            envvar="LLAMON_API_KEY",
+            help="Require this API key (prefer the env var: arguments show in ps).",
+        ),
     ] = None,
     bearer_token: Annotated[
-        list[str] | None, typer.Option(help="Require this bearer token; repeatable.")
+        str | None,
+        typer.Option(envvar="LLAMON_BEARER_TOKEN", help="Require this bearer token."),
     ] = None,
     no_reconcile: Annotated[
         bool, typer.Option("--no-reconcile", help="Do not end tasks a crash left working.")
@@ -108,11 +113,23 @@ def serve_command(
                 agent_card = load_target(card)
     except (ValueError, OSError) as exc:
         raise typer.BadParameter(str(exc)) from exc
-    auth = None
-    if api_key:
-        auth = AuthConfig.api_key(*api_key)
-    elif bearer_token:
-        auth = AuthConfig.bearer(*bearer_token)
+    if api_key and bearer_token:
+        raise typer.BadParameter("give --api-key or --bearer-token, not both")
+    secret = api_key or bearer_token
+    try:
+        if agent_card is not None:
+            auth = AuthConfig.from_card(agent_card, *([secret] if secret else []))
+            if secret and auth is None:
+                raise ValueError(
+                    "a credential was given but the card declares no security scheme; "
+                    "declare it in the card (auth=AuthSpec.api_key()/bearer())"
+                )
+        elif api_key:
+            auth = AuthConfig.api_key(api_key)
+        else:
+            auth = AuthConfig.bearer(bearer_token) if bearer_token else None
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
     options = ServeOptions(
         host=host,
         port=port,

@@ -34,7 +34,7 @@ from llamon_agent.a2a.card import AuthSpec, auth_spec_from_card, build_agent_car
 from llamon_agent.a2a.server import create_app
 from llamon_agent.core.error_data import ProtocolErrorData
 
-from .server_utils import running_server, send, texts, user_message
+from .server_utils import make_card, running_server, send, texts, user_message
 
 API_KEY = "llamon-test-key-7f3a9c21d4e8b6a0"
 BEARER_TOKEN = "llamon-test-token-0b5d2e8f1a7c4936"
@@ -386,3 +386,27 @@ async def test_websocket_without_credentials_is_closed() -> None:
     await middleware(authed, receive, capture)
     await middleware({"type": "lifespan"}, receive, capture)
     assert reached == ["websocket", "lifespan"]
+
+
+def test_create_app_refuses_a_card_that_asks_for_auth_without_auth() -> None:
+    from llamon_agent.a2a.card import AuthSpec, build_agent_card, skill
+
+    card = build_agent_card(
+        name="guarded",
+        description="A guarded agent used to check that auth and its card always agree.",
+        url="http://127.0.0.1:1/",
+        version="1.0.0",
+        skills=[skill("s", "S", "Does one thing.", tags=["t"])],
+        auth=AuthSpec.api_key("X-Team-Key"),
+    )
+
+    async def agent(ctx: object) -> str:
+        return "x"
+
+    with pytest.raises(ValueError, match="requires api_key auth"):
+        create_app(agent, card)
+    with pytest.raises(ValueError, match="card declares api_key in 'X-Team-Key'"):
+        create_app(agent, card, auth=AuthConfig.api_key("k"))
+    create_app(agent, card, auth=AuthConfig.from_card(card, "k"))
+    with pytest.raises(ValueError, match="declares no security scheme"):
+        create_app(agent, make_card(), auth=AuthConfig.api_key("k"))

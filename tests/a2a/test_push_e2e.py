@@ -19,6 +19,7 @@ import pytest
 from a2a.client import ClientConfig, ClientFactory
 from a2a.client.base_client import BaseClient
 from a2a.client.errors import A2AClientJSONRPCError
+from a2a.server.tasks import InMemoryPushNotificationConfigStore
 from a2a.types import (
     AgentCard,
     DataPart,
@@ -57,7 +58,8 @@ class Post:
 class Receiver:
     """A webhook at ``/hook`` that records POSTed tasks and signals terminal states."""
 
-    def __init__(self) -> None:
+    def __init__(self, status_code: int = 204) -> None:
+        self.status_code = status_code
         self.posts: list[Post] = []
         self._terminal: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
         self.app = Starlette(routes=[Route("/hook", self._hook, methods=["POST"])])
@@ -67,7 +69,7 @@ class Receiver:
         self.posts.append(Post(payload, request.headers.get("X-A2A-Notification-Token")))
         if payload.get("status", {}).get("state") in TERMINAL:
             self._terminal[payload["id"]].set()
-        return Response(status_code=204)
+        return Response(status_code=self.status_code)
 
     async def wait_terminal(self, task_id: str) -> Task:
         """The last task pushed for ``task_id`` once a terminal state arrived."""
@@ -228,3 +230,27 @@ async def test_per_call_message_send_configuration_registers_the_hook(
     pushed = await hook.wait_terminal(task.id)
     assert pushed.status.state == TaskState.completed
     assert [post.token for post in hook.for_task(task.id)][-1] == TOKEN
+
+
+async def test_a_failing_webhook_does_not_fail_the_task(agent_url: str) -> None:
+    hook = Receiver(status_code=500)
+    async with running_server(hook.app) as url:
+        task = await send_with_push(agent_url, "hi", url + "/hook", streaming=False)
+        pushed = await hook.wait_terminal(task.id)
+    assert task.status.state == TaskState.completed
+    assert pushed.status.state == TaskState.completed
+    assert texts(task) == ["echo hi"]
+
+
+async def test_a_passed_store_does_not_turn_push_on_without_the_capability(
+    receiver: tuple[Receiver, str],
+) -> None:
+    hook, hook_url = receiver
+    app = create_app(
+        scripted, make_card(push=False), push_config_store=InMemoryPushNotificationConfigStore()
+    )
+    async with running_server(app) as url:
+        task = await send_with_push(url, "hi", hook_url, streaming=False)
+    assert task.status.state == TaskState.completed
+    # A blocking message/send POSTs inline, before it answers: nothing can still be on its way.
+    assert hook.posts == []

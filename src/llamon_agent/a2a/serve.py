@@ -23,7 +23,7 @@ import uvicorn
 from a2a.types import AgentCard
 
 from llamon_agent.a2a.auth import AuthConfig
-from llamon_agent.a2a.card import build_agent_card, skill
+from llamon_agent.a2a.card import AuthSpec, build_agent_card, skill
 from llamon_agent.a2a.protocol import RequestLimits
 from llamon_agent.a2a.server import create_app
 from llamon_agent.a2a.stores import StoreKind, open_stores, reconcile_orphaned_tasks
@@ -78,8 +78,9 @@ def load_target(target: str) -> Any:
         raise ValueError(f"{module_name!r} has no attribute {attribute!r}") from None
 
 
-def default_card(agent: object, url: str) -> AgentCard:
-    """A card for an agent that brought none: its name and docstring, one skill."""
+def default_card(agent: object, url: str, auth: AuthConfig | None = None) -> AgentCard:
+    """A card for an agent that brought none: its name and docstring, one skill, and the
+    security scheme ``auth`` enforces."""
     name = str(getattr(agent, "name", None) or getattr(agent, "__name__", "agent"))
     doc = (getattr(agent, "__doc__", None) or "").strip().splitlines()
     description = doc[0] if doc else f"The {name} agent, served by llamon-agent."
@@ -89,7 +90,16 @@ def default_card(agent: object, url: str) -> AgentCard:
         url=url,
         version="0.1.0",
         skills=[skill(name, name, description)],
+        auth=_spec_for(auth),
     )
+
+
+def _spec_for(auth: AuthConfig | None) -> AuthSpec | None:
+    if auth is None:
+        return None
+    if auth.scheme == "bearer":
+        return AuthSpec.bearer()
+    return AuthSpec.api_key(auth.header)
 
 
 async def _exit_on(event: asyncio.Event, server: uvicorn.Server) -> None:
@@ -131,7 +141,7 @@ async def serve_agent(
                     "ended %d task(s) left working by a stopped worker: failed/worker_lost",
                     len(ended),
                 )
-        card = (card or default_card(agent, url)).model_copy(update={"url": url})
+        card = (card or default_card(agent, url, options.auth)).model_copy(update={"url": url})
         app = create_app(
             agent,
             card,

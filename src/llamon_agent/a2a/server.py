@@ -29,6 +29,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 
 from llamon_agent.a2a.auth import AuthConfig, AuthMiddleware
+from llamon_agent.a2a.card import auth_spec_from_card
 from llamon_agent.a2a.executor import CustomAgentExecutor
 from llamon_agent.a2a.handler import LlamonRequestHandler
 from llamon_agent.a2a.protocol import RequestLimits, with_protocol_data
@@ -50,6 +51,27 @@ class LlamonA2AApplication(A2AStarletteApplication):
         return super()._generate_error_response(request_id, wrapped)
 
 
+def _check_auth_matches_card(card: AgentCard, auth: AuthConfig | None) -> None:
+    spec = auth_spec_from_card(card)
+    if spec is None and auth is None:
+        return
+    if spec is None:
+        raise ValueError(
+            "auth is configured but the agent card declares no security scheme; build the "
+            "card with auth=AuthSpec.api_key()/bearer() so callers know how to authenticate"
+        )
+    if auth is None:
+        raise ValueError(
+            f"the agent card requires {spec.kind} auth (header {spec.header!r}) but no "
+            "AuthConfig was given; pass auth=AuthConfig.from_card(card, secret)"
+        )
+    if (auth.scheme, auth.header.lower()) != (spec.kind, spec.header.lower()):
+        raise ValueError(
+            f"auth checks {auth.scheme} in {auth.header!r} but the card declares "
+            f"{spec.kind} in {spec.header!r}"
+        )
+
+
 def create_app(
     agent: object,
     card: AgentCard,
@@ -65,15 +87,19 @@ def create_app(
 
     Stores default to in-memory here (``serve`` opens the embedded SQLite default).
     ``limits.input_modes`` defaults to the card's ``defaultInputModes``. Push notifications
-    are sent to the URLs clients register when the card declares the capability.
+    are accepted and sent only when the card declares the capability. ``auth`` must match
+    what the card declares (``AuthConfig.from_card(card, key)``): a card that asks for
+    credentials is never served open, and a server that checks credentials says so in its
+    card; a mismatch raises ``ValueError``.
     """
     tasks = task_store or InMemoryTaskStore()
     limits = limits or RequestLimits(input_modes=tuple(card.default_input_modes) or None)
     executor = executor or CustomAgentExecutor(agent, limits=limits, task_store=tasks)
     push_enabled = bool(card.capabilities and card.capabilities.push_notifications)
-    push_store = push_config_store
-    if push_store is None and push_enabled:
-        push_store = InMemoryPushNotificationConfigStore()
+    push_store = (
+        (push_config_store or InMemoryPushNotificationConfigStore()) if push_enabled else None
+    )
+    _check_auth_matches_card(card, auth)
     push_client = httpx.AsyncClient(timeout=10.0) if push_store is not None else None
     handler = LlamonRequestHandler(
         executor,
