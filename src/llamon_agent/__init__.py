@@ -1,7 +1,8 @@
 """llamon-agent: A2A agents with MCP tools and LangGraph flows whose failures are values.
 
-Start with ``llamon_agent.core.errors`` (codes, raise helpers) and
-``llamon_agent.exceptions`` (what to raise). ``llamon errors`` prints the tables.
+Start with ``llamon_agent.core.errors`` (codes, raise helpers),
+``llamon_agent.exceptions`` (what to raise), ``GraphBuilder`` (flows) and
+``llamon_agent.a2a`` (serving). ``llamon errors`` prints the tables.
 """
 
 from __future__ import annotations
@@ -9,7 +10,16 @@ from __future__ import annotations
 from llamon_agent.core.codes import ErrorCode
 from llamon_agent.core.failures import FailureRecord
 from llamon_agent.core.hitl import HITLInterrupt
+from llamon_agent.flow.builder import END, START, GraphBuilder
 
-__all__ = ["ErrorCode", "FailureRecord", "HITLInterrupt", "__version__"]
+__all__ = [
+    "END",
+    "START",
+    "ErrorCode",
+    "FailureRecord",
+    "GraphBuilder",
+    "HITLInterrupt",
+    "__version__",
+]
 
 __version__ = "0.1.0"

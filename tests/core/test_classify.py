@@ -9,7 +9,7 @@ from email.utils import format_datetime
 import httpx
 import httpx2
 import pytest
-from langgraph.errors import GraphRecursionError
+from langgraph.errors import GraphRecursionError, NodeTimeoutError
 from mcp.shared.exceptions import MCPError
 
 from llamon_agent.core.classify import (
@@ -65,6 +65,12 @@ SEED_ROWS = [
     (ComponentLoadError("no"), E.UPSTREAM_UNAVAILABLE, "component_load_error", True),
     (httpx.ConnectError("refused"), E.UPSTREAM_UNAVAILABLE, "network_error", True),
     (GraphRecursionError("limit"), E.UPSTREAM_UNAVAILABLE, "max_tool_iterations_exceeded", True),
+    (
+        NodeTimeoutError("slow", 1.0, kind="run", run_timeout=1.0),
+        E.UPSTREAM_TIMEOUT,
+        "timeout",
+        True,
+    ),
     (MaxIterationError("x"), E.INTERNAL_ERROR, "max_iteration_error", False),
     (MergeStrategyError("x"), E.INTERNAL_ERROR, "merge_strategy_error", False),
     (RoutingError("x"), E.INTERNAL_ERROR, "routing_error", False),

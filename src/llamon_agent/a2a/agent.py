@@ -222,12 +222,12 @@ AgentLike: TypeAlias = Agent | Callable[..., Any]
 
 def as_agent(obj: object) -> Agent:
     """The ``Agent`` for ``obj`` (see the module docstring); ``TypeError`` if none fits."""
-    if isinstance(obj, Agent):
-        return obj
     from llamon_agent.a2a.graph import GraphAgent, is_compiled_graph
 
-    if is_compiled_graph(obj):
+    if is_compiled_graph(obj):  # before Agent: a graph has a (sync) invoke of its own
         return GraphAgent(obj)
+    if isinstance(obj, Agent) and inspect.iscoroutinefunction(obj.invoke):
+        return obj
     if inspect.isasyncgenfunction(obj):
         return GeneratorAgent(obj)
     if inspect.iscoroutinefunction(obj) or inspect.iscoroutinefunction(

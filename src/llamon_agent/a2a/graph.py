@@ -18,11 +18,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.pregel import Pregel
 from langgraph.types import Command
 
 from llamon_agent.a2a.agent import AgentContext, AgentOutput, Chunk, Final, FlowContext
-from llamon_agent.core.hitl import HITLInterrupt
+from llamon_agent.core.hitl import HITLInterrupt, InterruptKind
+from llamon_agent.flow.builder import HITL_MARKER, GraphBuilder
+from llamon_agent.flow.context import extract_flow_error_context
 
 __all__ = ["DEFAULT_RECURSION_LIMIT", "FlowContextHook", "GraphAgent", "is_compiled_graph"]
 
@@ -34,8 +37,8 @@ FlowContextHook = Callable[[Any, str], Any]
 
 
 def is_compiled_graph(obj: object) -> bool:
-    """True for a compiled LangGraph graph (a ``Pregel``)."""
-    return isinstance(obj, Pregel)
+    """True for a compiled LangGraph graph (a ``Pregel``) or a ``GraphBuilder``."""
+    return isinstance(obj, Pregel | GraphBuilder)
 
 
 class GraphAgent:
@@ -48,8 +51,12 @@ class GraphAgent:
         input_mapper: Callable[[AgentContext], Mapping[str, Any]] | None = None,
         output_key: str = "output",
         recursion_limit: int = DEFAULT_RECURSION_LIMIT,
-        context_hook: FlowContextHook | None = None,
+        context_hook: FlowContextHook | None = extract_flow_error_context,
     ) -> None:
+        if isinstance(graph, GraphBuilder):
+            graph = graph.compile(checkpointer=InMemorySaver())
+        elif getattr(graph, "checkpointer", None) is None:
+            graph.checkpointer = InMemorySaver()  # a served flow always has a checkpointer
         self.graph = graph
         self.name = str(getattr(graph, "name", None) or "graph")
         self.output_key = output_key
@@ -79,9 +86,7 @@ class GraphAgent:
         if isinstance(state, Mapping):
             interrupts = state.get("__interrupt__")
             if interrupts:
-                value = getattr(interrupts[0], "value", interrupts[0])
-                payload = value if isinstance(value, Mapping) else {"question": str(value)}
-                return HITLInterrupt(payload=payload)
+                return _as_hitl(getattr(interrupts[0], "value", interrupts[0]))
             if self.output_key in state:
                 output = state[self.output_key]
                 if output is None or isinstance(output, str | Mapping):
@@ -112,6 +117,18 @@ class GraphAgent:
             return None
         result = await self.context_hook(self.graph, ctx.task_id)
         return result if isinstance(result, FlowContext) else None
+
+
+def _as_hitl(value: Any) -> HITLInterrupt:
+    """An interrupt's value as the pause the caller sees."""
+    if isinstance(value, Mapping) and value.get(HITL_MARKER):
+        kind: InterruptKind = (
+            "auth-required" if value.get("kind") == "auth-required" else "input-required"
+        )
+        return HITLInterrupt(
+            payload=dict(value.get("payload") or {}), thread_id=value.get("thread_id"), kind=kind
+        )
+    return HITLInterrupt(payload=value if isinstance(value, Mapping) else {"question": str(value)})
 
 
 def _input_keys(graph: Any) -> frozenset[str] | None:

@@ -1,8 +1,10 @@
 """Running a served agent: open the stores, reconcile crashed tasks, then serve.
 
 ``await serve_agent(agent, card)`` uses the embedded default (SQLite under
-``LLAMON_HOME``), ends ``failed`` / ``worker_lost`` every task a crashed process of this
-worker left ``working``, and serves on ``host:port`` until stopped. ``load_target``
+``LLAMON_HOME`` for tasks and flow checkpoints), ends ``failed`` / ``worker_lost`` every task
+a crashed process of this worker left ``working``, and serves on ``host:port`` until
+stopped. A flow (``GraphBuilder`` or compiled graph) without a checkpointer gets one of
+the same kind as the task store. ``load_target``
 resolves ``"module:attribute"`` (or ``path/to/file.py:attribute``) for ``llamon serve``.
 """
 
@@ -15,6 +17,7 @@ import logging
 import socket
 import sys
 from collections.abc import Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,7 @@ from llamon_agent.a2a.card import AuthSpec, build_agent_card, skill
 from llamon_agent.a2a.protocol import RequestLimits
 from llamon_agent.a2a.server import create_app
 from llamon_agent.a2a.stores import StoreKind, open_stores, reconcile_orphaned_tasks
+from llamon_agent.flow.checkpointers import attach_checkpointer, open_checkpointer
 
 __all__ = ["ServeOptions", "default_card", "load_target", "serve_agent"]
 
@@ -133,6 +137,7 @@ async def serve_agent(
     host, port = sock.getsockname()[:2]
     url = f"http://{host}:{port}/"
     stores = await open_stores(options.store, dsn=options.database_url)
+    exits = AsyncExitStack()
     try:
         if options.reconcile:
             ended = await reconcile_orphaned_tasks(stores)
@@ -142,8 +147,11 @@ async def serve_agent(
                     len(ended),
                 )
         card = (card or default_card(agent, url, options.auth)).model_copy(update={"url": url})
+        saver = await exits.enter_async_context(
+            open_checkpointer(stores.kind, dsn=options.database_url)
+        )
         app = create_app(
-            agent,
+            attach_checkpointer(agent, saver),
             card,
             task_store=stores.task_store,
             push_config_store=stores.push_config_store,
@@ -166,4 +174,5 @@ async def serve_agent(
                 watcher.cancel()
     finally:
         sock.close()
+        await exits.aclose()
         await stores.close()

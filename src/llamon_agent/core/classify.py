@@ -202,6 +202,7 @@ BUILTIN_RULES: Final[tuple[tuple[Key, Rule, str], ...]] = (
         ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, "max_tool_iterations_exceeded", True),
         "recursion limit of a graph / ReAct loop",
     ),
+    ("langgraph.NodeTimeoutError", _TIMEOUT, "a flow node's timeout"),
     ("mcp.MCPError", _mcp_error, "by JSON-RPC code, see below"),
     (MaxIterationError, _INTERNAL, ""),
     (MergeStrategyError, _INTERNAL, ""),

@@ -30,11 +30,14 @@ class HITLInterrupt:
 
     ``payload`` is what the caller sees (a question, a form, an auth URL); ``thread_id``
     names the conversation/checkpoint thread to resume; ``kind`` picks the task state.
+    In a flow, the caller's answer is merged into the state: a data answer as is, a text
+    answer under ``resume_key`` (default ``"answer"``).
     """
 
     payload: Mapping[str, Any] = field(default_factory=dict)
     thread_id: str | None = None
     kind: InterruptKind = "input-required"
+    resume_key: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in ("input-required", "auth-required"):
