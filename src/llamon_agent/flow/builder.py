@@ -25,7 +25,7 @@ through; a node timeout is ``UPSTREAM_TIMEOUT``.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Self
 
@@ -154,7 +154,9 @@ class GraphBuilder:
     def conditional_edges(
         self,
         source: str,
-        path: Callable[..., Hashable | Sequence[Hashable]],
+        path: Callable[
+            ..., Hashable | Sequence[Hashable] | Awaitable[Hashable | Sequence[Hashable]]
+        ],
         path_map: Mapping[Hashable, str] | Sequence[str] | None = None,
     ) -> Self:
         """After ``source``, go where ``path(state)`` says (mapped through ``path_map``)."""
