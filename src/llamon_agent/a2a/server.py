@@ -5,6 +5,7 @@
 ``/.well-known/agent-card.json`` and the older ``/.well-known/agent.json``. Every JSON-RPC
 error the app itself produces (parse errors, unknown methods, bad params, unexpected
 exceptions) carries ``ProtocolErrorData`` and a message that never repeats exception text.
+Building an app installs log scrubbing (``core.logs``) for the libraries underneath.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from llamon_agent.a2a.card import auth_spec_from_card
 from llamon_agent.a2a.executor import CustomAgentExecutor
 from llamon_agent.a2a.handler import LlamonRequestHandler
 from llamon_agent.a2a.protocol import RequestLimits, with_protocol_data
+from llamon_agent.core.logs import install_log_scrubbing
 
 __all__ = ["LlamonA2AApplication", "create_app"]
 
@@ -92,6 +94,7 @@ def create_app(
     credentials is never served open, and a server that checks credentials says so in its
     card; a mismatch raises ``ValueError``.
     """
+    install_log_scrubbing()
     tasks = task_store or InMemoryTaskStore()
     limits = limits or RequestLimits(input_modes=tuple(card.default_input_modes) or None)
     executor = executor or CustomAgentExecutor(agent, limits=limits, task_store=tasks)
