@@ -21,8 +21,14 @@ Variants (the same trivial agent on both sides):
 
 ``raw-working``   diagnosis only: ``raw`` plus ``TaskUpdater.start_work()`` (the ``working``
                   status event llamon publishes before running the agent).
+``raw-failed``    diagnosis only: ``raw-working`` that ends with ``TaskUpdater.failed`` and
+                  the same text + data parts llamon sends for ``ComponentInvokeError("down")``
+                  (the a2a-sdk share of the failure path, without llamon's classification,
+                  failure record and log line).
 
 ``--profile FILE`` runs the server under cProfile and writes the stats to FILE on exit.
+``--gc-freeze`` (diagnosis) calls ``gc.collect(); gc.freeze()`` once the app is built, so
+full collections no longer walk the objects the imports created.
 """
 
 from __future__ import annotations
@@ -42,7 +48,15 @@ from typing import Any
 REPLY = "pong"
 STREAM_CHUNKS = ("Hel", "lo, ", "world")
 
-VARIANTS = ("raw", "llamon", "llamon-fail", "raw-stream", "llamon-stream", "raw-working")
+VARIANTS = (
+    "raw",
+    "llamon",
+    "llamon-fail",
+    "raw-stream",
+    "llamon-stream",
+    "raw-working",
+    "raw-failed",
+)
 
 
 def bench_card() -> Any:
@@ -69,11 +83,20 @@ def bench_card() -> Any:
 # -- raw a2a-sdk -------------------------------------------------------------------------
 
 
-def _raw_executor(chunks: tuple[str, ...], working: bool = False) -> Any:
+FAILED_DATA = {  # what llamon's failed answer carries for ComponentInvokeError("down")
+    "errorCode": "UPSTREAM_UNAVAILABLE",
+    "errorReason": "component_invoke_error",
+    "errorMessage": "down",
+    "retriable": True,
+    "retried": 0,
+}
+
+
+def _raw_executor(chunks: tuple[str, ...], working: bool = False, fail: bool = False) -> Any:
     from a2a.server.agent_execution import AgentExecutor, RequestContext
     from a2a.server.events import EventQueue
     from a2a.server.tasks import TaskUpdater
-    from a2a.types import Part, Task, TaskState, TaskStatus, TextPart
+    from a2a.types import DataPart, Part, Task, TaskState, TaskStatus, TextPart
 
     class RawExecutor(AgentExecutor):
         """Enqueue the task, add the artifact (chunk by chunk), complete."""
@@ -92,6 +115,10 @@ def _raw_executor(chunks: tuple[str, ...], working: bool = False) -> Any:
             updater = TaskUpdater(event_queue, task.id, task.context_id)
             if working:
                 await updater.start_work()
+            if fail:
+                parts = [Part(root=TextPart(text="down")), Part(root=DataPart(data=FAILED_DATA))]
+                await updater.failed(updater.new_agent_message(parts))
+                return
             artifact_id = str(uuid.uuid4())
             for index, chunk in enumerate(chunks):
                 await updater.add_artifact(
@@ -108,12 +135,12 @@ def _raw_executor(chunks: tuple[str, ...], working: bool = False) -> Any:
     return RawExecutor()
 
 
-def _raw_app(chunks: tuple[str, ...], working: bool = False) -> Any:
+def _raw_app(chunks: tuple[str, ...], working: bool = False, fail: bool = False) -> Any:
     from a2a.server.apps import A2AStarletteApplication
     from a2a.server.request_handlers import DefaultRequestHandler
     from a2a.server.tasks import InMemoryTaskStore
 
-    handler = DefaultRequestHandler(_raw_executor(chunks, working), InMemoryTaskStore())
+    handler = DefaultRequestHandler(_raw_executor(chunks, working, fail), InMemoryTaskStore())
     return A2AStarletteApplication(bench_card(), handler).build()
 
 
@@ -155,6 +182,8 @@ def build_app(variant: str) -> Any:
         return _raw_app(STREAM_CHUNKS)
     if variant == "raw-working":
         return _raw_app((REPLY,), working=True)
+    if variant == "raw-failed":
+        return _raw_app((), working=True, fail=True)
     if variant in ("llamon", "llamon-fail", "llamon-stream"):
         return _llamon_app(variant)
     raise SystemExit(f"unknown variant {variant!r}; one of {', '.join(VARIANTS)}")
@@ -163,10 +192,15 @@ def build_app(variant: str) -> Any:
 # -- serving -------------------------------------------------------------------------------
 
 
-def serve(variant: str, max_seconds: float, profile: str | None) -> None:
+def serve(variant: str, max_seconds: float, profile: str | None, gc_freeze: bool) -> None:
+    import gc
+
     import uvicorn
 
     app = build_app(variant)
+    if gc_freeze:  # diagnosis: keep the import-time heap out of every full collection
+        gc.collect()
+        gc.freeze()
     # proto=IPPROTO_TCP matters: asyncio sets TCP_NODELAY on accepted sockets only when
     # the listening socket says TCP; with proto 0 every keep-alive response after the
     # first waits ~40 ms (Nagle + delayed ACK) between its headers and its body.
@@ -200,7 +234,7 @@ def serve(variant: str, max_seconds: float, profile: str | None) -> None:
 
     async def main() -> None:
         task = asyncio.create_task(server.serve(sockets=[sock]))
-        while not server.started and not task.done():
+        while not server.started and not task.done():  # noqa: ASYNC110 - uvicorn has no event
             await asyncio.sleep(0.01)
         print(f"PORT {sock.getsockname()[1]}", flush=True)
         await task
@@ -223,8 +257,9 @@ def main() -> None:
     parser.add_argument("variant", choices=VARIANTS)
     parser.add_argument("--max-seconds", type=float, default=300.0)
     parser.add_argument("--profile", metavar="FILE", default=None)
+    parser.add_argument("--gc-freeze", action="store_true", help="gc.freeze() after startup")
     args = parser.parse_args()
-    serve(args.variant, args.max_seconds, args.profile)
+    serve(args.variant, args.max_seconds, args.profile, args.gc_freeze)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,17 @@
 """A lean A2A JSON-RPC load generator: raw asyncio HTTP/1.1, keep-alive, no client library.
 
-``python bench/loadgen.py --port P --mode send|stream --concurrency N --duration S``
+``python bench/loadgen.py --port P --mode send|stream --concurrency N --requests R``
 prints one JSON object on stdout with the counts and latencies (milliseconds).
 
 Each of the N workers owns one keep-alive connection (``asyncio.open_connection``) and
-sends one request after another, so N is the number of requests in flight. The first
-``--warmup`` seconds are run the same way and discarded. Then the workers run for
-``--duration`` seconds (or until ``--max-requests``); the requests completed inside that
-window are counted (throughput = completed / window).
+sends one request after another, so N is the number of requests in flight. First a
+warm-up (``--warmup-requests`` completed requests, at most ``--warmup`` seconds) is run
+and discarded; then the measured window opens and lasts until ``--requests`` requests
+have completed in it (at most ``--duration`` seconds; with ``--requests 0`` exactly
+``--duration`` seconds). Throughput = requests completed in the window / its length.
+A fixed request count makes both servers of a comparison hold the same number of tasks
+(a2a-sdk's in-memory store keeps them all) at the same point, so garbage collection
+weighs the same on both.
 
 * ``send``: ``message/send``; latency is request written -> whole response read. The
   body must hold ``--expect`` (``"state":"completed"`` by default), else it is an error.
@@ -16,8 +20,9 @@ window are counted (throughput = completed / window).
   end of the stream (latency). The last event must hold ``--expect``.
 
 Why not httpx: its own CPU per request grows with concurrency and would be measured
-instead of the server (see DESIGN.md). This client spends a few tens of microseconds
-per request, so the server process (one core) is the bottleneck on a 2-core machine.
+instead of the server (see DESIGN.md). This client spends ~100 us of CPU per send
+(~500 us per 6-event stream) against the server's ~1000 us (~2000 us): the server
+process, on one core, is the bottleneck on a 2-core machine.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 SEND_TEMPLATE = (
@@ -89,7 +95,7 @@ class Connection:
                 headers[name.strip().lower()] = value.strip()
         return status, headers
 
-    async def _chunks(self) -> asyncio.AsyncIterator[bytes]:  # type: ignore[name-defined]
+    async def _chunks(self) -> AsyncIterator[bytes]:
         assert self.reader is not None
         while True:
             size_line = await self.reader.readuntil(b"\r\n")
@@ -101,7 +107,8 @@ class Connection:
             yield data[:-2]
 
     async def send(self, body: bytes) -> bytes:
-        assert self.reader is not None and self.writer is not None
+        assert self.reader is not None
+        assert self.writer is not None
         self.writer.write(self.request(body, stream=False))
         status, headers = await self._head()
         if b"content-length" in headers:
@@ -116,7 +123,8 @@ class Connection:
 
     async def stream(self, body: bytes, t0: float) -> tuple[float, float | None, bytes]:
         """Send a message/stream; (ttfe, ttfc, last event) with times since ``t0``."""
-        assert self.reader is not None and self.writer is not None
+        assert self.reader is not None
+        assert self.writer is not None
         self.writer.write(self.request(body, stream=True))
         status, headers = await self._head()
         if status != 200 or headers.get(b"transfer-encoding") != b"chunked":
@@ -145,20 +153,57 @@ class Connection:
         return ttfe, ttfc, last
 
 
-async def worker(
-    index: int,
-    args: argparse.Namespace,
-    phase: dict[str, object],
-    stats: Stats,
-    budget: list[int],
-) -> None:
+class Phase:
+    """Warm-up, then the measured window, then stop; shared by the workers."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.server_pid: int | None = args.server_pid
+        self.warm_left = args.warmup_requests or sys.maxsize  # 0: warm up by time only
+        self.left = args.requests or args.max_requests
+        self.measuring = False
+        self.stop = False
+        self.begun = asyncio.Event()
+        self.ended = asyncio.Event()
+        self.started = self.finished = 0.0
+        self.cpu = [0.0, 0.0]
+        self.server_cpu: list[float | None] = [None, None]
+
+    def warmed(self) -> None:
+        """One warm-up request done; the window opens after the last one."""
+        self.warm_left -= 1
+        if self.warm_left <= 0 and not self.measuring and not self.stop:
+            self.begin()
+
+    def begin(self) -> None:
+        if self.measuring or self.stop:
+            return
+        self.server_cpu[0] = process_cpu(self.server_pid)
+        self.cpu[0] = time.process_time()
+        self.started = time.perf_counter()
+        self.measuring = True
+        self.begun.set()
+
+    def end(self) -> None:
+        if self.stop:
+            return
+        self.finished = time.perf_counter()
+        self.cpu[1] = time.process_time()
+        self.server_cpu[1] = process_cpu(self.server_pid)
+        self.measuring = False
+        self.stop = True
+        self.ended.set()
+
+
+async def worker(index: int, args: argparse.Namespace, phase: Phase, stats: Stats) -> None:
     method = "message/stream" if args.mode == "stream" else "message/send"
     expect = args.expect.encode()
     conn = Connection(args.host, args.port)
     await conn.open()
     seq = 0
+    ttfe: float = 0.0
+    ttfc: float | None = None
     try:
-        while not phase["stop"]:
+        while not phase.stop:
             seq += 1
             body = (SEND_TEMPLATE % (seq, method, index, seq)).encode()
             t0 = time.perf_counter()
@@ -171,19 +216,22 @@ async def worker(
                 if expect not in payload:
                     raise ProtocolError(f"{args.expect!r} not in {payload[:400]!r}")
             except (ProtocolError, OSError, asyncio.IncompleteReadError, ValueError) as exc:
-                if phase["measure"]:
-                    stats.error(f"{type(exc).__name__}: {exc}")
+                stats.error(f"{type(exc).__name__}: {exc}")
                 conn.close()
                 await conn.open()
                 continue
-            if not phase["measure"] or budget[0] <= 0:
-                continue  # completed outside the measured window
-            budget[0] -= 1
+            if not phase.measuring:
+                if not phase.stop:
+                    phase.warmed()
+                continue  # completed before (or after) the measured window
             stats.latencies.append(elapsed * 1000)
             if args.mode == "stream":
                 stats.ttfe.append(ttfe * 1000)
                 if ttfc is not None:
                     stats.ttfc.append(ttfc * 1000)
+            phase.left -= 1
+            if phase.left <= 0:
+                phase.end()
     finally:
         conn.close()
 
@@ -210,36 +258,26 @@ def process_cpu(pid: int | None) -> float | None:
 
 
 async def run(args: argparse.Namespace) -> dict[str, object]:
-    phase: dict[str, object] = {"stop": False, "measure": False}
+    phase = Phase(args)
     stats = Stats()
-    budget = [args.max_requests]
-    workers = [
-        asyncio.create_task(worker(i, args, phase, stats, budget)) for i in range(args.concurrency)
-    ]
-    await asyncio.sleep(args.warmup)
-    server_cpu0 = process_cpu(args.server_pid)
-    own_cpu0 = time.process_time()
-    phase["measure"] = True
-    started = time.perf_counter()
-    deadline = started + args.duration
-    while time.perf_counter() < deadline and budget[0] > 0:
-        if all(w.done() for w in workers):
-            break
-        await asyncio.sleep(0.01)
-    phase["measure"] = False
-    phase["stop"] = True
-    measured_until = time.perf_counter()
-    own_cpu = time.process_time() - own_cpu0
-    server_cpu1 = process_cpu(args.server_pid)
+    workers = [asyncio.create_task(worker(i, args, phase, stats)) for i in range(args.concurrency)]
+    try:
+        await asyncio.wait_for(phase.begun.wait(), timeout=args.warmup)
+    except TimeoutError:  # the warm-up's time cap came first
+        phase.begin()
+    try:
+        await asyncio.wait_for(phase.ended.wait(), timeout=args.duration)
+    except TimeoutError:  # the window's time cap came first
+        phase.end()
     done, pending = await asyncio.wait(workers, timeout=args.request_timeout)
     for task in pending:
         task.cancel()
     for task in done:
         if task.exception() is not None:
             stats.error(f"worker: {task.exception()!r}")
-    finished = time.perf_counter()
-    elapsed = measured_until - started
+    elapsed = phase.finished - phase.started
     count = len(stats.latencies)
+    cpu0, cpu1 = phase.server_cpu
     result: dict[str, object] = {
         "mode": args.mode,
         "concurrency": args.concurrency,
@@ -247,15 +285,18 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         "errors": stats.errors,
         "first_error": stats.first_error,
         "seconds": round(elapsed, 3),
-        "drain_seconds": round(finished - measured_until, 3),
         "rps": count / elapsed if elapsed > 0 else 0.0,
         "p50_ms": percentile(stats.latencies, 50),
         "p99_ms": percentile(stats.latencies, 99),
-        "client_cpu_us_per_req": own_cpu / count * 1e6 if count else None,
-        "server_cpu_us_per_req": (server_cpu1 - server_cpu0) / count * 1e6
-        if count and server_cpu0 is not None and server_cpu1 is not None
+        "client_cpu_s": phase.cpu[1] - phase.cpu[0],
+        "server_cpu_s": cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None,
+        "client_cpu_us_per_req": (phase.cpu[1] - phase.cpu[0]) / count * 1e6 if count else None,
+        "server_cpu_us_per_req": (cpu1 - cpu0) / count * 1e6
+        if count and cpu0 is not None and cpu1 is not None
         else None,
     }
+    if args.samples:
+        result["samples"] = {"latency": stats.latencies, "ttfe": stats.ttfe, "ttfc": stats.ttfc}
     if args.mode == "stream":
         result.update(
             ttfe_p50_ms=percentile(stats.ttfe, 50),
@@ -267,22 +308,31 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
     return result
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--mode", choices=("send", "stream"), default="send")
     parser.add_argument("--concurrency", type=int, default=1)
-    parser.add_argument("--duration", type=float, default=8.0, help="measured seconds")
-    parser.add_argument("--warmup", type=float, default=1.0, help="discarded seconds first")
+    parser.add_argument(
+        "--requests", type=int, default=0, help="measure this many requests (0: use --duration)"
+    )
+    parser.add_argument("--duration", type=float, default=8.0, help="measured seconds at most")
+    parser.add_argument("--warmup-requests", type=int, default=0, help="discarded requests first")
+    parser.add_argument("--warmup", type=float, default=1.0, help="warm-up seconds at most")
     parser.add_argument("--max-requests", type=int, default=200_000)
     parser.add_argument("--request-timeout", type=float, default=10.0)
     parser.add_argument("--server-pid", type=int, default=None, help="report its CPU use")
     parser.add_argument("--expect", default='"state":"completed"')
-    args = parser.parse_args()
+    parser.add_argument("--samples", action="store_true", help="include every latency sample")
+    args = parser.parse_args(argv)
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         raise SystemExit("this load generator only targets the loopback interface")
-    result = asyncio.run(run(args))
+    return args
+
+
+def main() -> None:
+    result = asyncio.run(run(parse_args()))
     json.dump(result, sys.stdout)
     sys.stdout.write("\n")
 

@@ -343,3 +343,39 @@ def test_classification_never_raises_on_broken_exceptions() -> None:
     Weird.__qualname__ = "HTTPStatusError"
     found = classify_exception(Weird())
     assert found.code is E.INTERNAL_ERROR
+
+
+def _sdk_error(module: str, status: int, **headers: str) -> BaseException:
+    import importlib
+
+    sdk = importlib.import_module(module)
+    request = httpx2.Request("POST", "https://api.example.test/v1/chat")
+    response = httpx2.Response(status, headers=headers, request=request)
+    error_type = {429: "RateLimitError", 401: "AuthenticationError", 500: "InternalServerError"}
+    cls = getattr(sdk, error_type[status])
+    return cls(
+        "Incorrect API key provided: sk-abcdefghijklmnopqrstuvwx", response=response, body=None
+    )
+
+
+@pytest.mark.parametrize("module", ["openai", "anthropic"])
+def test_provider_sdk_errors_map_by_status_with_text_withheld(module: str) -> None:
+    from llamon_agent.core.errors import error_data_for_exception
+
+    limited = _sdk_error(module, 429, **{"retry-after-ms": "1500"})
+    found = classify_exception(limited)
+    assert (found.code, found.reason, found.retriable, found.retry_after_ms) == (
+        E.RATE_LIMITED,
+        "rate_limited",
+        True,
+        1500,
+    )
+    assert found.expose_text is False
+    data = error_data_for_exception(limited)
+    assert "sk-abcdefghijkl" not in data.error_message
+    assert data.error_message == "Too many requests; try again later."
+    assert python_exc_to_error_code(_sdk_error(module, 401))[0] is E.AUTH_REQUIRED
+    assert python_exc_to_error_code(_sdk_error(module, 500))[:2] == (
+        E.UPSTREAM_UNAVAILABLE,
+        "http_5xx",
+    )

@@ -810,3 +810,13 @@ def test_without_an_environment_key_a_random_one_is_used(monkeypatch: pytest.Mon
     assert keyed_hash("kim") == first
     monkeypatch.setattr(scrub, "_hash_key", None)
     assert keyed_hash("kim") != first
+
+
+def test_scrub_evidence_is_idempotent_with_dropped_keys() -> None:
+    once = scrub_evidence({"field_name": "a", "raw_body": "x"})
+    assert once == {"field_name": "a", "dropped_keys": ["raw_body"]}
+    assert scrub_evidence(once) == once
+    assert scrub_evidence({**once, "other_blob": 1}) == {
+        "field_name": "a",
+        "dropped_keys": ["other_blob", "raw_body"],
+    }

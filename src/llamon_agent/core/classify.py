@@ -18,6 +18,7 @@ fallback: ``INTERNAL_ERROR``, reason = snake_case of the type name, not retriabl
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Callable, Iterator
@@ -68,7 +69,9 @@ class Classification:
     """How one exception was classified.
 
     ``exception`` is the exception the rule matched (an inner one for exception groups);
-    ``mapped`` is False only for the INTERNAL_ERROR fallback.
+    ``mapped`` is False only for the INTERNAL_ERROR fallback; ``expose_text`` is False for
+    mapped exceptions whose text is known to carry request data (provider SDK errors echo
+    keys and prompts): their message is the code's plain sentence instead.
     """
 
     code: ErrorCode
@@ -77,6 +80,7 @@ class Classification:
     exception: BaseException
     mapped: bool = True
     retry_after_ms: int | None = None
+    expose_text: bool = True
 
     def as_tuple(self) -> tuple[ErrorCode, str, bool]:
         """``(code, reason, retriable)``, the shape of ``python_exc_to_error_code``."""
@@ -120,6 +124,35 @@ def parse_retry_after_ms(value: str | None, *, now: datetime | None = None) -> i
     return max(0, math.ceil(seconds * 1000))
 
 
+def _retry_after(response: object) -> int | None:
+    """``retry-after-ms`` (OpenAI, Anthropic) or ``Retry-After`` of a response, in ms."""
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    millis = headers.get("retry-after-ms")
+    if isinstance(millis, str):
+        try:
+            return max(0, int(float(millis)))
+        except ValueError:
+            pass
+    raw = headers.get("retry-after")
+    return parse_retry_after_ms(raw if isinstance(raw, str) else None)
+
+
+def _sdk_status(exc: BaseException) -> Classification | None:
+    """A provider SDK's status error: by status, with its text withheld (it echoes keys)."""
+    found = _http_status(exc)
+    return None if found is None else dataclasses.replace(found, expose_text=False)
+
+
+def _hidden(rule: ErrorRule) -> DynamicRule:
+    def apply(exc: BaseException) -> Classification:
+        reason = rule.reason or snake_case(type(exc).__name__)
+        return Classification(rule.code, reason, rule.retriable, exc, expose_text=False)
+
+    return apply
+
+
 def _http_status(exc: BaseException) -> Classification | None:
     """httpx / httpx2 ``HTTPStatusError`` by status code."""
     response = getattr(exc, "response", None)
@@ -127,10 +160,9 @@ def _http_status(exc: BaseException) -> Classification | None:
     if not isinstance(status, int):
         return None
     if status == 429:
-        headers = getattr(response, "headers", None)
-        raw = headers.get("retry-after") if headers is not None else None
-        retry_after = parse_retry_after_ms(raw if isinstance(raw, str) else None)
-        return Classification(ErrorCode.RATE_LIMITED, "rate_limited", True, exc, True, retry_after)
+        return Classification(
+            ErrorCode.RATE_LIMITED, "rate_limited", True, exc, True, _retry_after(response)
+        )
     if status in (401, 403):
         return Classification(ErrorCode.AUTH_REQUIRED, "auth_failed", False, exc)
     if status in (404, 410):
@@ -204,6 +236,12 @@ BUILTIN_RULES: Final[tuple[tuple[Key, Rule, str], ...]] = (
     ),
     ("langgraph.NodeTimeoutError", _TIMEOUT, "a flow node's timeout"),
     ("mcp.MCPError", _mcp_error, "by JSON-RPC code, see below"),
+    ("openai.APIStatusError", _sdk_status, "openai SDK: by status, text withheld"),
+    ("anthropic.APIStatusError", _sdk_status, "anthropic SDK: by status, text withheld"),
+    ("openai.APITimeoutError", _hidden(_TIMEOUT), "openai SDK, text withheld"),
+    ("anthropic.APITimeoutError", _hidden(_TIMEOUT), "anthropic SDK, text withheld"),
+    ("openai.APIConnectionError", _hidden(_NETWORK), "openai SDK, text withheld"),
+    ("anthropic.APIConnectionError", _hidden(_NETWORK), "anthropic SDK, text withheld"),
     (MaxIterationError, _INTERNAL, ""),
     (MergeStrategyError, _INTERNAL, ""),
     (RoutingError, _INTERNAL, ""),

@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Final
 
 __all__ = [
+    "DEFAULT_MESSAGES",
     "JSON_RPC_CODE_TO_ERROR_CODE",
     "ErrorCode",
     "ErrorRule",
@@ -127,3 +128,18 @@ _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z0-9])(?=[A-Z][a-z])")
 def snake_case(name: str) -> str:
     """``MissingAPIKeyError`` -> ``missing_api_key_error``; used for fallback reasons."""
     return _CAMEL_BOUNDARY.sub("_", name).replace("-", "_").lower()
+
+
+DEFAULT_MESSAGES: Final[MappingProxyType[ErrorCode, str]] = MappingProxyType(
+    {
+        ErrorCode.INVALID_INPUT: "The request was not valid.",
+        ErrorCode.AUTH_REQUIRED: "Authentication is required.",
+        ErrorCode.NOT_FOUND: "The requested resource was not found.",
+        ErrorCode.UPSTREAM_UNAVAILABLE: "A service this agent depends on is unavailable.",
+        ErrorCode.UPSTREAM_TIMEOUT: "A service this agent depends on timed out.",
+        ErrorCode.RATE_LIMITED: "Too many requests; try again later.",
+        ErrorCode.GUARDRAIL_BLOCKED: "The request was blocked by a safety policy.",
+        ErrorCode.INTERNAL_ERROR: "The agent failed unexpectedly.",
+    }
+)
+"""A plain sentence per code: display text when an error has no message to show."""

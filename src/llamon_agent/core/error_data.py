@@ -34,7 +34,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from llamon_agent.core.codes import ErrorCode
+from llamon_agent.core.codes import DEFAULT_MESSAGES, ErrorCode
 from llamon_agent.core.scrub import scrub_text
 
 __all__ = [
@@ -290,18 +290,6 @@ def make_application_error_data(
     return _build(ApplicationErrorData, code, reason, message, retriable, extras)
 
 
-_DISPLAY_TEXT: Final[Mapping[ErrorCode, str]] = {
-    ErrorCode.INVALID_INPUT: "The request was not valid.",
-    ErrorCode.AUTH_REQUIRED: "Authentication is required.",
-    ErrorCode.NOT_FOUND: "The requested resource was not found.",
-    ErrorCode.UPSTREAM_UNAVAILABLE: "A service this agent depends on is unavailable.",
-    ErrorCode.UPSTREAM_TIMEOUT: "A service this agent depends on timed out.",
-    ErrorCode.RATE_LIMITED: "Too many requests; try again later.",
-    ErrorCode.GUARDRAIL_BLOCKED: "The request was blocked by a safety policy.",
-    ErrorCode.INTERNAL_ERROR: "The agent failed unexpectedly.",
-}
-
-
 def application_error_to_parts(data: BaseErrorData, display_text: str | None = None) -> list[Part]:
     """The parts of a failed status message: a TextPart to show, then a DataPart with ``data``.
 
@@ -309,7 +297,7 @@ def application_error_to_parts(data: BaseErrorData, display_text: str | None = N
     """
     text = scrub_text(display_text) if display_text else data.error_message
     return [
-        Part(root=TextPart(text=text or _DISPLAY_TEXT[data.error_code])),
+        Part(root=TextPart(text=text or DEFAULT_MESSAGES[data.error_code])),
         Part(root=DataPart(data=data.to_wire())),
     ]
 

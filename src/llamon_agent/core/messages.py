@@ -1,7 +1,8 @@
 """Message policy: which text of an exception may leave the process.
 
 * A mapped exception (any row of the table) -> its text, scrubbed. Empty text gives a
-  plain sentence naming the type.
+  plain sentence naming the type. Rows marked "text withheld" (provider SDK errors, whose
+  text echoes API keys and prompts) give the code's plain sentence instead.
 * An unmapped exception (the INTERNAL_ERROR fallback) -> a generic message with an
   incident id. The same id is logged at ERROR on ``llamon_agent.errors`` with the
   traceback, so an operator can find the cause. The exception's own text reaches
@@ -20,6 +21,7 @@ import traceback
 from dataclasses import dataclass
 
 from llamon_agent.core.classify import Classification
+from llamon_agent.core.codes import DEFAULT_MESSAGES
 from llamon_agent.core.scrub import scrub_text
 from llamon_agent.core.settings import debug_errors_enabled
 
@@ -72,6 +74,8 @@ def public_message(classification: Classification) -> PublicMessage:
     """The client-safe message for a classified exception (see the module docstring)."""
     exc = classification.exception
     raw = safe_str(exc)
+    if classification.mapped and not classification.expose_text:
+        return PublicMessage(DEFAULT_MESSAGES[classification.code])
     if classification.mapped:
         return PublicMessage(scrub_text(raw) if raw else f"{type(exc).__name__} was raised.")
     incident = incident_id_for(exc)

@@ -653,6 +653,7 @@ _IDENTITY_KEYS: Final = frozenset(
 _DEFAULT_ALLOWED_KEYS: Final = frozenset(
     {
         "arguments_preview",
+        "dropped_keys",
         "attempt",
         "attempts",
         "auth_readiness",
@@ -821,6 +822,9 @@ def _scrub_mapping(mapping: Mapping[Any, object], depth: int) -> dict[str, objec
         else:
             dropped.add(key)
     if dropped:
+        earlier = result.get("dropped_keys")
+        if isinstance(earlier, list):  # re-scrubbing a scrubbed dict: keep what it listed
+            dropped.update(str(name) for name in earlier)
         result["dropped_keys"] = sorted(dropped)
     return result
 

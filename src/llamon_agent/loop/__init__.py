@@ -1,0 +1,59 @@
+"""The native tool-calling loop: tools, registry and views, ``ToolResult``, ``run_loop``.
+
+Every failure in the loop has a name (seed 003): four tool-call failures and a repeat
+guard come back to the model as observations and the loop goes on; an empty model answer
+and running out of rounds end the run with a typed status. Nothing raises out of
+``run_loop``; see ``docs/tool-loop.md``.
+"""
+
+from __future__ import annotations
+
+from llamon_agent.loop.agent import TOOL_RESULTS_ARTIFACT, LoopAgent, outcome_error
+from llamon_agent.loop.events import EventHandler, LoopEvent
+from llamon_agent.loop.model import (
+    AssistantMessage,
+    ChatMessage,
+    Model,
+    ModelResponse,
+    RawToolCall,
+    SystemMessage,
+    ToolMessage,
+    ToolSpec,
+    UserMessage,
+)
+from llamon_agent.loop.outcome import LoopOutcome, LoopStatus, ToolCallResult
+from llamon_agent.loop.result import ToolResult
+from llamon_agent.loop.runner import DEFAULT_MAX_ROUNDS, run_loop
+from llamon_agent.loop.scripted import ScriptedModel, ScriptExhaustedError, tool_call
+from llamon_agent.loop.tools import Tool, ToolLike, ToolRegistry, ToolView, tool
+
+__all__ = [
+    "DEFAULT_MAX_ROUNDS",
+    "TOOL_RESULTS_ARTIFACT",
+    "AssistantMessage",
+    "ChatMessage",
+    "EventHandler",
+    "LoopAgent",
+    "LoopEvent",
+    "LoopOutcome",
+    "LoopStatus",
+    "Model",
+    "ModelResponse",
+    "RawToolCall",
+    "ScriptExhaustedError",
+    "ScriptedModel",
+    "SystemMessage",
+    "Tool",
+    "ToolCallResult",
+    "ToolLike",
+    "ToolMessage",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolSpec",
+    "ToolView",
+    "UserMessage",
+    "outcome_error",
+    "run_loop",
+    "tool",
+    "tool_call",
+]

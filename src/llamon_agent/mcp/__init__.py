@@ -1,0 +1,53 @@
+"""MCP tools for the tool loop, with seed 000's automatic protection.
+
+``MCPToolLoader`` connects to an MCP server (in-process, streamable HTTP or stdio) over
+mcp 2.x's ``Client`` and lists its tools; each tool is wrapped by
+``wrap_tool_output_normalizer`` so argument mistakes, tool errors and crashes reach the
+model as observations, transport failures are counted per tool per request (the 3rd
+escalates), and a server's JSON-RPC refusal (``MCPError``) escalates at once. See
+``docs/mcp.md`` for the table and a guide for tool authors.
+"""
+
+from llamon_agent.mcp.arguments import check_arguments
+from llamon_agent.mcp.errors import (
+    MCPLoadError,
+    MCPProtocolError,
+    MCPToolTimeoutError,
+    MCPToolUnavailableError,
+)
+from llamon_agent.mcp.loader import MCPSession, MCPToolLoader, ServerTarget
+from llamon_agent.mcp.normalizer import (
+    DEFAULT_MAX_TRANSPORT_FAILURES,
+    MCPTool,
+    McpToolOutput,
+    RawToolCall,
+    RequestBudget,
+    unavailable_text,
+    wrap_tool_output_normalizer,
+)
+from llamon_agent.mcp.transport import (
+    classify_mcp_failure,
+    is_session_lost,
+    is_transport_failure,
+)
+
+__all__ = [
+    "DEFAULT_MAX_TRANSPORT_FAILURES",
+    "MCPLoadError",
+    "MCPProtocolError",
+    "MCPSession",
+    "MCPTool",
+    "MCPToolLoader",
+    "MCPToolTimeoutError",
+    "MCPToolUnavailableError",
+    "McpToolOutput",
+    "RawToolCall",
+    "RequestBudget",
+    "ServerTarget",
+    "check_arguments",
+    "classify_mcp_failure",
+    "is_session_lost",
+    "is_transport_failure",
+    "unavailable_text",
+    "wrap_tool_output_normalizer",
+]

@@ -1,0 +1,101 @@
+"""``LoopOutcome``: how a run ended, what it produced on the way, and every failure.
+
+``run_loop`` returns one instead of raising. ``status`` says how the run ended:
+
+* ``"completed"`` -- ``answer`` holds the model's final text;
+* ``"invalid_model_response"`` -- the model answered with neither a tool call nor text;
+* ``"max_rounds_exceeded"`` -- the rounds ran out before a final answer;
+* ``"model_error"`` -- the model call raised; ``classification`` holds the error code,
+  reason, retriable flag (and ``retry_after_ms``) from ``core.classify``;
+* ``"tool_escalated"`` -- a ``ToolLike``'s ``call`` raised instead of returning a
+  failure (an MCP tool's third transport failure in one request); ``classification``
+  as for ``model_error``, its exception the one raised.
+
+Whatever the status, ``tool_results`` lists every tool call with its result, in order --
+the partial results a caller can still show -- and ``failures`` holds a
+``FailureRecord`` per failure (observations first as they happened, the terminal one
+last, also available as ``terminal``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal, TypeAlias
+
+from pydantic_core import to_jsonable_python
+
+from llamon_agent.core.classify import Classification
+from llamon_agent.core.failures import FailureRecord
+from llamon_agent.loop.model import ChatMessage, RawToolCall
+from llamon_agent.loop.result import ToolResult
+
+__all__ = ["LoopOutcome", "LoopStatus", "ToolCallResult"]
+
+LoopStatus: TypeAlias = Literal[
+    "completed", "invalid_model_response", "max_rounds_exceeded", "model_error", "tool_escalated"
+]
+
+
+def _jsonable(value: object) -> object:
+    try:
+        return to_jsonable_python(value, fallback=str)
+    except Exception:  # a value whose __str__ fails: never fail the answer over it
+        return f"<{type(value).__name__} result>"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallResult:
+    """One tool call as the model wrote it, the round it came in, and its result."""
+
+    call: RawToolCall
+    result: ToolResult
+    round: int
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready, for an artifact: the value on success, the model's text on failure.
+
+        Raw arguments are left out (they may hold what the user typed); failure text is
+        the scrubbed line the model read.
+        """
+        data: dict[str, object] = {
+            "tool_call_id": self.call.id,
+            "tool": self.call.name,
+            "round": self.round,
+            "ok": not self.result.is_error,
+        }
+        if self.result.is_error:
+            data["error_code"] = self.result.error_code
+            data["message"] = self.result.to_model_text()
+        else:
+            data["value"] = _jsonable(self.result.value)
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class LoopOutcome:
+    """The end of a run (see the module docstring).
+
+    ``classification`` is set for ``model_error`` and ``tool_escalated``.
+    """
+
+    status: LoopStatus
+    answer: str | None
+    transcript: tuple[ChatMessage, ...]
+    tool_results: tuple[ToolCallResult, ...]
+    failures: tuple[FailureRecord, ...]
+    rounds: int
+    model_retries: int
+    run_id: str
+    usage: Mapping[str, int] = field(default_factory=dict)
+    classification: Classification | None = field(default=None, repr=False)
+
+    @property
+    def completed(self) -> bool:
+        """True when the model gave a final answer."""
+        return self.status == "completed"
+
+    @property
+    def terminal(self) -> FailureRecord | None:
+        """The failure that ended the run; None when it completed."""
+        return None if self.completed or not self.failures else self.failures[-1]

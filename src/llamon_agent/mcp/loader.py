@@ -1,0 +1,363 @@
+"""Load an MCP server's tools as loop tools, one connection per request.
+
+::
+
+    loader = MCPToolLoader("http://127.0.0.1:8765/mcp")      # or an MCPServer, or a command
+    async with loader.session() as tools:                      # one request
+        result = await tools[0].call({"title": "Dune"})        # McpToolOutput
+
+``MCPToolLoader`` only holds where the server is and how to talk to it; it is cheap and
+may be shared. ``loader.session()`` is one request's worth of MCP: one ``mcp.Client``
+connection (opened on entry, closed on exit), the server's tools listed once, and a fresh
+``RequestBudget`` so transport failures are counted per tool *per request*. Every tool is
+wrapped by ``wrap_tool_output_normalizer``. Seed 000's spelling works too:
+``tools = await loader.to_tools()`` opens the loader's own session (then the loader is the
+per-request object; ``await loader.aclose()`` or ``async with loader:`` ends it).
+
+The connection is entered and exited by a task of its own, so a transport that dies
+(the server killed, the HTTP connection refused) ends that task only, never the request's
+task; calls then fail with ``MCPError`` -32000, which the normalizer counts. After such a
+failure the next call reconnects (so "Retry may succeed" can come true: a restarted
+server is found again); a timeout keeps the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any, Final, TypeAlias
+from urllib.parse import urlsplit
+
+from mcp.client._transport import Transport
+from mcp.client.client import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.server import MCPServer, Server
+from mcp.shared.exceptions import MCPError
+from mcp.types import CONNECTION_CLOSED, CallToolResult, Tool
+
+from llamon_agent.core.codes import ErrorCode
+from llamon_agent.mcp.errors import MCPLoadError
+from llamon_agent.mcp.normalizer import (
+    DEFAULT_MAX_TRANSPORT_FAILURES,
+    MCPTool,
+    RawToolCall,
+    RequestBudget,
+    wrap_tool_output_normalizer,
+)
+from llamon_agent.mcp.transport import classify_mcp_failure, is_session_lost
+
+__all__ = ["MCPSession", "MCPToolLoader", "ServerTarget"]
+
+logger = logging.getLogger("llamon_agent.mcp")
+
+ServerTarget: TypeAlias = (
+    "MCPServer[Any] | Server[Any] | str | StdioServerParameters | Sequence[str] | Transport"
+)
+"""An in-process server, a streamable HTTP URL, a stdio command (``StdioServerParameters``
+or ``["python", "server.py"]``) or any mcp ``Transport``."""
+
+_CLOSE_TIMEOUT: Final = 5.0
+_MAX_LIST_PAGES: Final = 100
+
+
+def _label(target: object) -> str:
+    """A short, secret-free name of the server for messages and logs."""
+    if isinstance(target, MCPServer | Server):
+        return str(target.name)
+    if isinstance(target, str):
+        parts = urlsplit(target)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+        return f"{parts.scheme}://{host}{port}{parts.path}"
+    if isinstance(target, StdioServerParameters):
+        first = os.path.basename(target.args[0]) if target.args else ""
+        return f"{os.path.basename(target.command)} {first}".strip()
+    return type(target).__name__
+
+
+class _Connection:
+    """One ``mcp.Client``, entered and exited by its own task.
+
+    anyio task groups inside the client cancel the task that entered them when the
+    transport fails; owning the client in a dedicated task keeps that cancellation away
+    from the request. Calls from any task go through ``client``.
+    """
+
+    def __init__(self, loader: MCPToolLoader) -> None:
+        self._loader = loader
+        self._ready = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.client: Client | None = None
+        self.error: Exception | None = None
+        self.stale = False
+
+    @property
+    def usable(self) -> bool:
+        task = self._task
+        return self.client is not None and not self.stale and task is not None and not task.done()
+
+    async def _run(self) -> None:
+        try:
+            async with self._loader._make_client() as client:
+                self.client = client
+                self._ready.set()
+                await self._stop.wait()
+        except Exception as exc:  # the transport died or never came up; callers see it
+            self.error = exc
+            logger.debug("MCP connection to %s ended: %r", self._loader.label, exc)
+        finally:
+            self.client = None
+
+    async def open(self, limit_s: float | None) -> Client:
+        """Connect (handshake included) within ``limit_s`` seconds; raise what failed."""
+        self._task = task = asyncio.create_task(
+            self._run(), name=f"llamon-mcp-connection {self._loader.label}"
+        )
+        ready = asyncio.create_task(self._ready.wait())
+        try:
+            async with asyncio.timeout(limit_s):
+                await asyncio.wait({ready, task}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # the connect timeout, or the caller was cancelled
+            await self.close(graceful=False)
+            raise
+        finally:
+            ready.cancel()
+        client = self.client
+        if client is None or task.done():
+            error = self.error or MCPError(code=CONNECTION_CLOSED, message="Connection closed")
+            await self.close(graceful=False)
+            raise error
+        return client
+
+    async def close(self, limit_s: float = _CLOSE_TIMEOUT, *, graceful: bool = True) -> None:
+        """Ask the owner task to exit the client (cancel it at once unless ``graceful``);
+        cancel it if it has not ended within ``limit_s``."""
+        self._stop.set()
+        task = self._task
+        if task is None or task.done():
+            return
+        if graceful:
+            await asyncio.wait({task}, timeout=limit_s)
+        if not task.done():
+            if graceful:
+                logger.warning("MCP connection to %s did not close in time", self._loader.label)
+            task.cancel()
+            await asyncio.wait({task}, timeout=limit_s)
+
+
+class MCPSession:
+    """One request's MCP: one connection, the tools listed once, one ``RequestBudget``.
+
+    ``async with loader.session() as tools`` gives the tools (``list[MCPTool]``); the
+    session object itself (``loader.session()``) exposes ``budget``, ``to_tools()``,
+    ``call_tool()`` and ``aclose()``. Not reusable once closed: make one per request.
+    """
+
+    def __init__(self, loader: MCPToolLoader, budget: RequestBudget | None = None) -> None:
+        self.loader = loader
+        self.budget = budget or RequestBudget(loader.max_transport_failures)
+        self._lock = asyncio.Lock()
+        self._connection: _Connection | None = None
+        self._tools: list[MCPTool] | None = None
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def __aenter__(self) -> list[MCPTool]:
+        try:
+            return await self.to_tools()
+        except BaseException:
+            await self.aclose()
+            raise
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def to_tools(self) -> list[MCPTool]:
+        """Connect if needed and list the server's tools (once); each one normalized.
+
+        Raises ``MCPLoadError`` (classified like its cause) when the server cannot be
+        reached or refuses ``tools/list``.
+        """
+        if self._tools is not None:
+            return list(self._tools)
+        if self._closed:
+            raise RuntimeError("this MCP session is closed; open a new one per request")
+        try:
+            _, client = await self._client()
+            listed = await self._list(client)
+        except Exception as exc:
+            found = classify_mcp_failure(exc)
+            raise MCPLoadError(
+                f"Could not load tools from MCP server '{self.loader.label}' ({found.reason}).",
+                cause=exc,
+            ) from exc
+        prefix = self.loader.tool_prefix
+        self._tools = [
+            wrap_tool_output_normalizer(
+                tool, self._caller(tool.name), budget=self.budget, name=prefix + tool.name
+            )
+            for tool in listed
+        ]
+        return list(self._tools)
+
+    async def _list(self, client: Client) -> list[Tool]:
+        tools: list[Tool] = []
+        cursor: str | None = None
+        for _ in range(_MAX_LIST_PAGES):
+            page = await client.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        include = self.loader.include
+        return [t for t in tools if include is None or t.name in include]
+
+    def _caller(self, remote_name: str) -> RawToolCall:
+        async def call(arguments: dict[str, Any]) -> CallToolResult:
+            return await self.call_tool(remote_name, arguments)
+
+        return call
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
+        """Call tool ``name`` (the server's name) once, raw: no normalization.
+
+        Reconnects first when the previous connection failed; marks the connection for a
+        reconnect when this call fails with ``UPSTREAM_UNAVAILABLE``. When the server lost
+        the HTTP session (it restarted), the call never reached the tool: it is sent once
+        more over a new connection.
+        """
+        try:
+            return await self._call_once(name, arguments)
+        except MCPError as exc:
+            if not is_session_lost(exc):
+                raise
+            logger.info("MCP session with %s was lost; reconnecting once", self.loader.label)
+            return await self._call_once(name, arguments)
+
+    async def _call_once(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
+        connection, client = await self._client()
+        try:
+            return await client.call_tool(name, arguments)
+        except Exception as exc:
+            found = classify_mcp_failure(exc)
+            if found.code is ErrorCode.UPSTREAM_UNAVAILABLE and found.retriable:
+                connection.stale = True
+            raise
+
+    async def _client(self) -> tuple[_Connection, Client]:
+        async with self._lock:
+            if self._closed:
+                raise RuntimeError("this MCP session is closed; open a new one per request")
+            current = self._connection
+            if current is not None and current.usable and current.client is not None:
+                return current, current.client
+            if current is not None:
+                self._connection = None
+                await current.close(limit_s=1.0)
+            connection = _Connection(self.loader)
+            client = await connection.open(self.loader.connect_timeout_seconds)
+            self._connection = connection
+            return connection, client
+
+    async def aclose(self) -> None:
+        """Close the connection; further calls raise ``RuntimeError``. Idempotent."""
+        async with self._lock:
+            self._closed = True
+            connection, self._connection = self._connection, None
+        if connection is not None:
+            await connection.close()
+
+
+class MCPToolLoader:
+    """Where an MCP server is and how to load its tools.
+
+    ``server``: an in-process ``MCPServer``/``Server`` (tests, embedding), a streamable
+    HTTP URL (``"http://host:port/mcp"``), a stdio command (``StdioServerParameters`` or
+    ``["python", "server.py"]``) or an mcp ``Transport``.
+
+    ``read_timeout_seconds`` bounds each ``tools/call`` (mcp raises ``MCPError`` -32001,
+    a transport failure); ``connect_timeout_seconds`` bounds connecting plus the
+    handshake; ``max_transport_failures`` per tool per request (the last escalates);
+    ``tool_prefix`` is put before every tool name the model sees; ``include`` keeps only
+    the named tools; ``client_options`` go to ``mcp.Client`` as they are.
+    """
+
+    def __init__(
+        self,
+        server: ServerTarget,
+        *,
+        name: str | None = None,
+        read_timeout_seconds: float | None = 30.0,
+        connect_timeout_seconds: float | None = 10.0,
+        max_transport_failures: int = DEFAULT_MAX_TRANSPORT_FAILURES,
+        tool_prefix: str = "",
+        include: Sequence[str] | None = None,
+        client_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if isinstance(server, Sequence) and not isinstance(server, str):
+            if not server:
+                raise ValueError("a stdio command needs at least the program to run")
+            server = StdioServerParameters(command=server[0], args=list(server[1:]))
+        if max_transport_failures < 1:
+            raise ValueError("max_transport_failures must be at least 1")
+        self.server: Any = server
+        self.label = name or _label(server)
+        self.read_timeout_seconds = read_timeout_seconds
+        self.connect_timeout_seconds = connect_timeout_seconds
+        self.max_transport_failures = max_transport_failures
+        self.tool_prefix = tool_prefix
+        self.include = frozenset(include) if include is not None else None
+        self.client_options = dict(client_options or {})
+        self._own: MCPSession | None = None
+
+    def __repr__(self) -> str:
+        return f"MCPToolLoader({self.label!r})"
+
+    def _make_client(self) -> Client:
+        return Client(
+            self.server, read_timeout_seconds=self.read_timeout_seconds, **self.client_options
+        )
+
+    def session(self, *, budget: RequestBudget | None = None) -> MCPSession:
+        """A new per-request session (its own connection and, unless given, budget)."""
+        return MCPSession(self, budget)
+
+    async def to_tools(self) -> list[MCPTool]:
+        """The tools of the loader's own session (opened on first use, listed once)."""
+        if self._own is None or self._own.closed:
+            self._own = self.session()
+        return await self._own.to_tools()
+
+    @property
+    def budget(self) -> RequestBudget | None:
+        """The budget of the loader's own session, once ``to_tools()`` opened it."""
+        return self._own.budget if self._own is not None else None
+
+    async def aclose(self) -> None:
+        """Close the loader's own session (if ``to_tools()`` opened one)."""
+        own, self._own = self._own, None
+        if own is not None:
+            await own.aclose()
+
+    async def __aenter__(self) -> MCPToolLoader:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -1,0 +1,326 @@
+"""Seed 000's "MCP tool auto-protection": every failure of an MCP tool call becomes either
+an observation the model can act on or one escalated, classified exception.
+
+What ``MCPTool.call`` gives the model (``is_error=True``, the task goes on), with
+``McpToolOutput.reason`` after the arrow:
+
+* an argument missing (our schema check; the server is not called):
+  ``Missing required argument: <field>`` -> invalid_arguments
+* an argument of the wrong JSON type (likewise): ``Invalid argument type: <field> should
+  be <type>, not <type>`` -> invalid_arguments
+* the server's own argument validation rejected the call: ``Invalid argument: <field>:
+  <message>`` (pydantic's text in one line, values dropped) -> invalid_arguments
+* the tool raised ``ToolError``: ``Error executing tool <name>: <text>`` -> tool_error
+* the tool crashed (any other exception): ``Error executing tool <name>`` -> tool_error
+* transport failure #1 and #2 of this tool in this request (refused or closed
+  connection, ``MCPError`` -32000/-32001, httpx2 errors, ``ConnectionError``, timeouts,
+  exception groups of them): ``Upstream tool '<name>' temporarily unavailable. Retry may
+  succeed.`` -> upstream_tool_unavailable
+
+and what escalates (raised ``from`` the original; nothing is shown to the model):
+
+* the 3rd transport failure of one tool in one request: ``MCPToolUnavailableError``
+  (a ``ComponentInvokeError``, ``UPSTREAM_UNAVAILABLE``) or ``MCPToolTimeoutError`` (a
+  ``TimeoutError``, ``UPSTREAM_TIMEOUT``), both retriable;
+* an ``MCPError`` that is not a transport failure -- the server refused the request with a
+  JSON-RPC error (seed 001: no smarter model could have avoided it) -- at once:
+  ``MCPProtocolError`` (``UPSTREAM_UNAVAILABLE`` / ``mcp_error``, not retriable);
+* anything else the table classifies (``AUTH_REQUIRED`` for a 401, ``RATE_LIMITED`` for a
+  429 ...) or does not (``INTERNAL_ERROR`` with an incident id) propagates unchanged.
+
+Error texts are scrubbed (``core.scrub``) before the model sees them; successful output is
+passed through as the tool returned it. Transport failures are counted per tool in a
+``RequestBudget`` that lives for one request.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Final
+
+from mcp.shared.exceptions import MCPError
+from mcp.types import (
+    AudioContent,
+    CallToolResult,
+    ContentBlock,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+)
+
+from llamon_agent.core.classify import Classification
+from llamon_agent.core.codes import ErrorCode
+from llamon_agent.core.scrub import scrub_text
+from llamon_agent.loop.result import ToolResult
+from llamon_agent.mcp.arguments import check_arguments
+from llamon_agent.mcp.errors import MCPProtocolError, MCPToolTimeoutError, MCPToolUnavailableError
+from llamon_agent.mcp.transport import classify_mcp_failure, is_transport_failure
+
+if TYPE_CHECKING:
+    from llamon_agent.loop.model import ToolSpec
+
+__all__ = [
+    "DEFAULT_MAX_TRANSPORT_FAILURES",
+    "MCPTool",
+    "McpToolOutput",
+    "RawToolCall",
+    "RequestBudget",
+    "unavailable_text",
+    "wrap_tool_output_normalizer",
+]
+
+logger = logging.getLogger("llamon_agent.mcp")
+
+DEFAULT_MAX_TRANSPORT_FAILURES: Final = 3
+"""Transport failures of one tool in one request; the last one escalates (seed 000)."""
+
+_ERROR_TEXT_LIMIT: Final = 2000
+
+RawToolCall = Callable[[dict[str, Any]], Awaitable[CallToolResult]]
+"""Calls the remote tool once: its arguments in, mcp's ``CallToolResult`` out, raising on a
+transport or protocol failure (what ``mcp.Client.call_tool`` does)."""
+
+
+def unavailable_text(name: str) -> str:
+    """The observation for a transport failure below the threshold (seed 000's text)."""
+    return f"Upstream tool '{name}' temporarily unavailable. Retry may succeed."
+
+
+@dataclass(frozen=True, slots=True)
+class McpToolOutput:
+    """What one MCP tool call gives back to the loop.
+
+    ``text`` is what the model reads; ``is_error`` marks a failed call (an observation,
+    the task goes on); ``structured`` is the tool's ``structuredContent`` on success;
+    ``reason`` names the failure (``invalid_arguments``, ``tool_error``,
+    ``upstream_tool_unavailable``) from the reason catalog, ``None`` on success.
+    """
+
+    text: str
+    is_error: bool = False
+    structured: Any = None
+    reason: str | None = None
+
+    @classmethod
+    def failure(cls, text: str, reason: str) -> McpToolOutput:
+        return cls(text=text, is_error=True, reason=reason)
+
+    def to_tool_result(self) -> ToolResult:
+        """The loop's ``ToolResult``: a failure keeps its exact text (no reason label)."""
+        if self.is_error:
+            return ToolResult.failure(self.reason or "tool_error", self.text, labelled=False)
+        return ToolResult.ok(self.structured if self.structured is not None else self.text)
+
+
+class RequestBudget:
+    """Transport failures per tool within one request (seed 000: reset every request).
+
+    One budget belongs to one request: ``MCPToolLoader.session()`` makes a fresh one;
+    share one explicitly (``loader.session(budget=b)``) when a request uses several MCP
+    servers. ``record`` returns the count including this failure.
+    """
+
+    def __init__(self, max_transport_failures: int = DEFAULT_MAX_TRANSPORT_FAILURES) -> None:
+        if max_transport_failures < 1:
+            raise ValueError("max_transport_failures must be at least 1")
+        self.max_transport_failures = max_transport_failures
+        self._failures: dict[str, int] = {}
+
+    def record(self, tool: str) -> int:
+        """Count one transport failure of ``tool``; the new count."""
+        count = self._failures.get(tool, 0) + 1
+        self._failures[tool] = count
+        return count
+
+    def failures(self, tool: str) -> int:
+        """Transport failures of ``tool`` so far in this request."""
+        return self._failures.get(tool, 0)
+
+    def exhausted(self, tool: str) -> bool:
+        """True once ``tool`` has used up its failures (its next failure escalates too)."""
+        return self.failures(tool) >= self.max_transport_failures
+
+    def reset(self) -> None:
+        """Forget every count (the start of a new request)."""
+        self._failures.clear()
+
+    def snapshot(self) -> dict[str, int]:
+        """The counts, for logs and tests."""
+        return dict(self._failures)
+
+    def __repr__(self) -> str:
+        return f"RequestBudget(max={self.max_transport_failures}, failures={self._failures})"
+
+
+# "Error executing tool search_books: 1 validation error for search_booksArguments\n
+#  limit\n  Input should be less than or equal to 20 [type=..., input_value=50, ...]\n
+#    For further information visit https://errors.pydantic.dev/..."
+_PYDANTIC_HEADER: Final = re.compile(
+    r"^Error executing tool [^\n:]{1,200}: \d+ validation errors? for [^\n]{1,200}\n"
+)
+_PYDANTIC_ENTRY: Final = re.compile(
+    r"^(\S[^\n]{0,200})\n {2}([^\n\[]{1,300}?)\s*(?:\[[^\n]*)?$", re.M
+)
+
+
+def _server_validation_line(text: str) -> str | None:
+    """mcp's pydantic argument rejection as one line (values dropped); None if not one."""
+    header = _PYDANTIC_HEADER.match(text)
+    if header is None:
+        return None
+    entries = _PYDANTIC_ENTRY.findall(text[header.end() :])
+    if not entries:
+        return None
+    return "; ".join(f"Invalid argument: {loc}: {message.strip()}" for loc, message in entries)
+
+
+def _block_text(block: ContentBlock) -> str:
+    if isinstance(block, TextContent):
+        return block.text
+    if isinstance(block, ImageContent):
+        return f"[image: {block.mime_type}]"
+    if isinstance(block, AudioContent):
+        return f"[audio: {block.mime_type}]"
+    if isinstance(block, EmbeddedResource):
+        inner = block.resource
+        if isinstance(inner, TextResourceContents):
+            return inner.text
+        return f"[resource: {inner.uri}]"
+    if isinstance(block, ResourceLink):
+        return f"[resource link: {block.uri}]"
+    return f"[{getattr(block, 'type', 'content')}]"
+
+
+def _result_text(result: CallToolResult) -> str:
+    return "\n".join(_block_text(block) for block in result.content)
+
+
+def _error_output(name: str, result: CallToolResult) -> McpToolOutput:
+    raw = _result_text(result)
+    if not raw.strip():
+        return McpToolOutput.failure(f"Tool '{name}' failed without a message.", "tool_error")
+    one_line = _server_validation_line(raw)
+    if one_line is not None:
+        return McpToolOutput.failure(scrub_text(one_line, max_length=500), "invalid_arguments")
+    return McpToolOutput.failure(scrub_text(raw, max_length=_ERROR_TEXT_LIMIT), "tool_error")
+
+
+def _success_output(result: CallToolResult) -> McpToolOutput:
+    text = _result_text(result)
+    structured = result.structured_content
+    if not text and structured is not None:
+        text = json.dumps(structured, ensure_ascii=False, default=str)
+    return McpToolOutput(text=text, structured=structured)
+
+
+@dataclass(eq=False, slots=True)
+class MCPTool:
+    """One MCP tool as the tool loop sees it: ``name``, ``description``, ``parameters``
+    (the input JSON schema) and ``call(arguments) -> McpToolOutput``.
+
+    Made by ``wrap_tool_output_normalizer`` (``MCPToolLoader`` does it for every tool it
+    loads). ``remote_name`` is the name on the server (``name`` may carry a prefix);
+    ``budget`` counts this request's transport failures.
+    """
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    budget: RequestBudget
+    _call: RawToolCall = field(repr=False)
+    remote_name: str = ""
+    output_schema: Mapping[str, Any] | None = None
+    validates_arguments: ClassVar[bool] = True
+    """The loop leaves argument checks to this tool (its one-line texts are a contract)."""
+
+    def __post_init__(self) -> None:
+        if not self.remote_name:
+            self.remote_name = self.name
+
+    def to_spec(self) -> ToolSpec:
+        """The loop's ``ToolSpec`` of this tool (what the model is shown)."""
+        from llamon_agent.loop.model import ToolSpec
+
+        return ToolSpec(self.name, self.description, self.parameters)
+
+    async def call(self, arguments: dict[str, Any]) -> McpToolOutput:
+        """Call the tool; failures become observations or one escalated exception
+        (see the module docstring)."""
+        problem = check_arguments(self.parameters, arguments)
+        if problem is not None:
+            return McpToolOutput.failure(problem, "invalid_arguments")
+        try:
+            result = await self._call(dict(arguments))
+        except Exception as exc:
+            found = classify_mcp_failure(exc)
+            if is_transport_failure(found):
+                return self._transport_failure(exc, found)
+            refusal = found.exception
+            if isinstance(refusal, MCPError):  # seed 001: the host's to handle, not the model's
+                raise MCPProtocolError(
+                    f"MCP server refused the call to tool '{self.name}' "
+                    f"(JSON-RPC error {refusal.code}).",
+                    mcp_code=refusal.code,
+                    tool=self.name,
+                ) from exc
+            raise
+        if result.is_error:
+            return _error_output(self.name, result)
+        return _success_output(result)
+
+    def _transport_failure(self, exc: Exception, found: Classification) -> McpToolOutput:
+        count = self.budget.record(self.name)
+        limit = self.budget.max_transport_failures
+        logger.warning(
+            "MCP tool %r transport failure %d/%d: %s (%s)",
+            self.name,
+            count,
+            limit,
+            found.reason,
+            type(found.exception).__name__,
+        )
+        if count < limit:
+            return McpToolOutput.failure(unavailable_text(self.name), "upstream_tool_unavailable")
+        message = (
+            f"Upstream tool '{self.name}' failed {count} times in this request "
+            f"({found.reason}); giving up."
+        )
+        if found.code is ErrorCode.UPSTREAM_TIMEOUT:
+            raise MCPToolTimeoutError(message, tool=self.name, attempts=count) from exc
+        raise MCPToolUnavailableError(
+            message, reason=found.reason, tool=self.name, attempts=count
+        ) from exc
+
+
+def wrap_tool_output_normalizer(
+    tool: Any,
+    call: RawToolCall,
+    *,
+    budget: RequestBudget,
+    name: str | None = None,
+) -> MCPTool:
+    """Wrap one remote MCP tool so each failure becomes an observation or one exception.
+
+    ``tool`` is the server's tool description (``mcp.types.Tool``: ``name``,
+    ``description``, ``input_schema``, ``output_schema``; any object with those works);
+    ``call`` calls it once (see ``RawToolCall``); ``budget`` is this request's
+    ``RequestBudget``; ``name`` renames it for the model (the server still gets its own).
+    """
+    remote_name = str(tool.name)
+    schema = getattr(tool, "input_schema", None)
+    output_schema = getattr(tool, "output_schema", None)
+    return MCPTool(
+        name=name or remote_name,
+        description=str(getattr(tool, "description", None) or ""),
+        parameters=schema if isinstance(schema, Mapping) else {"type": "object"},
+        budget=budget,
+        _call=call,
+        remote_name=remote_name,
+        output_schema=output_schema if isinstance(output_schema, Mapping) else None,
+    )

@@ -1,0 +1,73 @@
+"""ToolResult: the text the model reads, and failures that never leak."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from llamon_agent.core.codes import ErrorCode
+from llamon_agent.exceptions import ComponentInvokeError
+from llamon_agent.loop import ToolResult
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        ("plain", "plain"),
+        (5, "5"),
+        ({"단어": [1, None]}, '{"단어": [1, null]}'),
+        (None, "null"),
+    ],
+)
+def test_ok_text(value: Any, text: str) -> None:
+    result = ToolResult.ok(value)
+    assert not result.is_error
+    assert result.to_model_text() == text
+
+
+def test_an_unrenderable_value_still_gives_text() -> None:
+    class Weird:
+        def __str__(self) -> str:
+            raise RuntimeError("no")
+
+    assert ToolResult.ok(Weird()).to_model_text() == "<Weird result>"
+
+
+def test_failure_text_is_one_actionable_line() -> None:
+    result = ToolResult.failure("invalid_arguments", "field 'a': Input should be a valid integer")
+    assert result.is_error
+    assert result.to_model_text() == "invalid_arguments: field 'a': Input should be a valid integer"
+
+
+def test_failure_text_is_scrubbed() -> None:
+    result = ToolResult.failure("auth_failed", "login as kim@example.com with password=hunter2")
+    text = result.to_model_text()
+    assert "hunter2" not in text
+    assert "kim@example.com" not in text
+
+
+def test_a_failure_needs_a_code() -> None:
+    with pytest.raises(ValueError, match="error_code"):
+        ToolResult.failure("", "x")
+
+
+def test_an_unmapped_crash_shows_only_an_incident() -> None:
+    result = ToolResult.from_exception(KeyError("secret-row-17"), tool="x")
+    text = result.to_model_text()
+    assert re.fullmatch(r"tool_error: Tool 'x' failed \(incident [0-9a-f]{12}\)\.", text)
+    assert result.record is not None
+    assert result.record.reason == "tool_error"
+    assert result.record.stage == "tool_loop"
+    assert result.record.evidence["exception_type"] == "KeyError"
+    assert str(result.record.evidence["incident_id"]) in text
+
+
+def test_a_mapped_exception_shows_its_reason_and_text() -> None:
+    result = ToolResult.from_exception(ComponentInvokeError("rag down"), tool="search")
+    assert result.to_model_text() == (
+        "tool_error: Tool 'search' failed (component_invoke_error): rag down"
+    )
+    assert result.record is not None
+    assert result.record.evidence["cause_code"] == ErrorCode.UPSTREAM_UNAVAILABLE.value
