@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from llamon_agent.loop.agent import TOOL_RESULTS_ARTIFACT, LoopAgent, outcome_error
 from llamon_agent.loop.events import EventHandler, LoopEvent
+from llamon_agent.loop.langchain import to_langchain_tools
 from llamon_agent.loop.model import (
     AssistantMessage,
     ChatMessage,
@@ -22,6 +23,15 @@ from llamon_agent.loop.model import (
     UserMessage,
 )
 from llamon_agent.loop.outcome import LoopOutcome, LoopStatus, ToolCallResult
+from llamon_agent.loop.react import (
+    ReactInput,
+    ReactState,
+    ToolRound,
+    build_react_graph,
+    message_from_dict,
+    message_to_dict,
+    run_tool_calls,
+)
 from llamon_agent.loop.result import ToolResult
 from llamon_agent.loop.runner import DEFAULT_MAX_ROUNDS, run_loop
 from llamon_agent.loop.scripted import ScriptedModel, ScriptExhaustedError, tool_call
@@ -40,6 +50,8 @@ __all__ = [
     "Model",
     "ModelResponse",
     "RawToolCall",
+    "ReactInput",
+    "ReactState",
     "ScriptExhaustedError",
     "ScriptedModel",
     "SystemMessage",
@@ -49,11 +61,17 @@ __all__ = [
     "ToolMessage",
     "ToolRegistry",
     "ToolResult",
+    "ToolRound",
     "ToolSpec",
     "ToolView",
     "UserMessage",
+    "build_react_graph",
+    "message_from_dict",
+    "message_to_dict",
     "outcome_error",
     "run_loop",
+    "run_tool_calls",
+    "to_langchain_tools",
     "tool",
     "tool_call",
 ]
