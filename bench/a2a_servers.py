@@ -211,7 +211,6 @@ def serve(variant: str, max_seconds: float, profile: str | None, gc_freeze: bool
     server = uvicorn.Server(
         uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False, workers=1)
     )
-    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
 
     def stop(*_: object) -> None:
         server.should_exit = True
@@ -241,11 +240,11 @@ def serve(variant: str, max_seconds: float, profile: str | None, gc_freeze: bool
 
     profiler = cProfile.Profile() if profile else None
     if profiler is not None:
-        profiler.enable()
+        profiler.enable()  # uvicorn handles SIGINT/SIGTERM itself while it serves
     try:
         asyncio.run(main())
     finally:
-        if profiler is not None:
+        if profiler is not None and profile is not None:
             profiler.disable()
             profiler.dump_stats(profile)
         sock.close()

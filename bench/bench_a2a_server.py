@@ -250,17 +250,23 @@ def groups(names: Sequence[str]) -> list[list[str]]:
     return list(by_mode.values())
 
 
-def measure(args: argparse.Namespace, logdir: Path) -> tuple[Results, list[float]]:
+NOISY = 0.15  # a comparison during which other processes used more of the CPU is flagged
+
+Foreign = dict[tuple[str, int], float]  # (mode, concurrency) -> share of the machine's CPU
+
+
+def measure(args: argparse.Namespace, logdir: Path) -> tuple[Results, Foreign]:
     results: Results = {n: {c: [] for c in args.concurrency} for n in args.variants}
-    foreign: list[float] = []
+    foreign: Foreign = {}
     for names in groups(args.variants):
         mode = VARIANTS[names[0]].mode
         per_slice = args.stream_requests if mode == "stream" else args.requests
         for concurrency in args.concurrency:
             if args.wait_quiet > 0:
                 wait_quiet(args.wait_quiet)
-            servers = start_servers(names, args, logdir)
+            # from before the servers start: their whole lifetime counts as our own CPU
             busy0, own0, wall0 = machine_busy(), own_cpu(), time.monotonic()
+            servers = start_servers(names, args, logdir)
             try:
                 for server in servers:  # warm-up, discarded
                     run_slice(server, concurrency, args.warmup_requests, 0, args)
@@ -278,7 +284,7 @@ def measure(args: argparse.Namespace, logdir: Path) -> tuple[Results, list[float
             )  # fmt: skip
             note = f"; other processes used {share:.0%} of the CPU" if share is not None else ""
             if share is not None:
-                foreign.append(share)
+                foreign[mode, concurrency] = share
             print(f"{mode:<6} c={concurrency:<3} {line}{note}", flush=True)
     return results, foreign
 
@@ -313,7 +319,9 @@ def quartiles(values: list[float]) -> tuple[float, float, float]:
     return q1, q2, q3
 
 
-def summarize(results: Results, args: argparse.Namespace) -> tuple[str, dict[str, Any], bool]:
+def summarize(
+    results: Results, foreign: Foreign, args: argparse.Namespace
+) -> tuple[str, dict[str, Any], bool]:
     lines: list[str] = []
     summary: dict[str, Any] = {"variants": {}, "ratios": []}
     ok = True
@@ -381,10 +389,13 @@ def summarize(results: Results, args: argparse.Namespace) -> tuple[str, dict[str
             cpu_a, cpu_b = cpu_per_req(a), cpu_per_req(b)
             cpu = cpu_b / cpu_a if cpu_a and cpu_b else None
             verdict = ""
+            busy = foreign.get((VARIANTS[num].mode, c))
+            if busy is not None and busy > NOISY:
+                verdict = f"(noisy: others used {busy:.0%} of the CPU) "
             if target is not None:
                 passed = med >= target
                 ok = ok and passed
-                verdict = f"target >= {target:.2f}: " + (
+                verdict += f"target >= {target:.2f}: " + (
                     "PASS" if passed else f"MISS by {target - med:.3f}"
                 )
             summary["ratios"].append(
@@ -397,6 +408,7 @@ def summarize(results: Results, args: argparse.Namespace) -> tuple[str, dict[str
                     "aggregate": aggregate,
                     "cpu": cpu,
                     "target": target,
+                    "foreign_cpu": busy,
                 }
             )
             lines.append(
@@ -510,15 +522,15 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory(prefix="llamon-bench-") as tmp:
         results, foreign = measure(args, Path(tmp))
-    table, summary, ok = summarize(results, args)
+    table, summary, ok = summarize(results, foreign, args)
     print(table)
+    shares = ", ".join(f"{m} c={c} {x:.0%}" for (m, c), x in foreign.items()) or "?"
     print(
-        f"\ntotal {time.monotonic() - started:.0f} s; other processes used "
-        f"{', '.join(f'{x:.0%}' for x in foreign) or '?'} of the CPU during the comparisons; "
-        f"targets {'met' if ok else 'MISSED'}"
+        f"\ntotal {time.monotonic() - started:.0f} s; other processes' share of the CPU during "
+        f"the comparisons: {shares}; targets {'met' if ok else 'MISSED'}"
     )
     if args.json is not None:
-        summary["foreign_cpu"] = foreign
+        summary["foreign_cpu"] = {f"{m} c={c}": x for (m, c), x in foreign.items()}
         summary["args"] = {k: v for k, v in vars(args).items() if k != "json"}
         args.json.write_text(json.dumps(summary, indent=1, default=str))
     # the exit status is not the verdict: --quick only checks that the benchmark works

@@ -27,12 +27,18 @@ async def test_mcp_failure_returns_upstream_unavailable():
 
 
 async def test_events_in_order_for_a_success() -> None:
-    events = await stub_executor_run(agent_returns="fine")
+    events = await stub_executor_run(agent_returns="fine", streaming=True)
     assert isinstance(events[0], Task)
     assert [e.status.state.value for e in events if isinstance(e, TaskStatusUpdateEvent)] == [
         "working",
         "completed",
     ]
+
+
+async def test_a_blocking_send_skips_the_working_event() -> None:
+    events = await stub_executor_run(agent_returns="fine")
+    states = [e.status.state.value for e in events if isinstance(e, TaskStatusUpdateEvent)]
+    assert states == ["completed"]
     artifacts = [e for e in events if isinstance(e, TaskArtifactUpdateEvent)]
     assert [p.root.text for p in artifacts[0].artifact.parts] == ["fine"]
 

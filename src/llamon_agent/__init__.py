@@ -7,10 +7,14 @@ Start with ``llamon_agent.core.errors`` (codes, raise helpers),
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from llamon_agent.core.codes import ErrorCode
 from llamon_agent.core.failures import FailureRecord
 from llamon_agent.core.hitl import HITLInterrupt
-from llamon_agent.flow.builder import END, START, GraphBuilder
+
+if TYPE_CHECKING:
+    from llamon_agent.flow.builder import END, START, GraphBuilder
 
 __all__ = [
     "END",
@@ -23,3 +27,15 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+
+_FLOW_NAMES = frozenset({"END", "START", "GraphBuilder"})
+
+
+def __getattr__(name: str) -> Any:
+    """``GraphBuilder``, ``START`` and ``END`` load LangGraph on first use, not on import."""
+    if name in _FLOW_NAMES:
+        from llamon_agent.flow import builder
+
+        return getattr(builder, name)
+    raise AttributeError(f"module 'llamon_agent' has no attribute {name!r}")

@@ -147,9 +147,9 @@ async def _scenarios(base_url: str, card: AgentCard) -> list[DemoResult]:
 async def run_demo(*, store: StoreKind | None = "sqlite") -> list[DemoResult]:
     """Serve the demo agent on a free loopback port, run every scenario, stop the server.
 
-    Failure records are logged on ``llamon_agent.a2a``; the demo keeps that logger quiet.
+    Failure records are logged on ``llamon_agent.failures``; the demo keeps it quiet.
     """
-    logging.getLogger("llamon_agent.a2a").setLevel(logging.ERROR)
+    logging.getLogger("llamon_agent.failures").setLevel(logging.ERROR)
     path = demo_agent_path()
     agent = load_target(f"{path}:agent")
     card: AgentCard = load_target(f"{path}:card")

@@ -52,7 +52,7 @@ def make_card(
 @asynccontextmanager
 async def running_server(app: Starlette) -> AsyncIterator[str]:
     """Serve ``app`` with uvicorn on a free loopback port; yield its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)

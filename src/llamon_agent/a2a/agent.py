@@ -18,6 +18,7 @@ Failures are raised, never returned: the executor turns them into the failed ans
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, runtime_checkable
@@ -222,10 +223,11 @@ AgentLike: TypeAlias = Agent | Callable[..., Any]
 
 def as_agent(obj: object) -> Agent:
     """The ``Agent`` for ``obj`` (see the module docstring); ``TypeError`` if none fits."""
-    from llamon_agent.a2a.graph import GraphAgent, is_compiled_graph
+    if "langgraph" in sys.modules:  # a graph or flow exists only if LangGraph is loaded
+        from llamon_agent.a2a.graph import GraphAgent, is_compiled_graph
 
-    if is_compiled_graph(obj):  # before Agent: a graph has a (sync) invoke of its own
-        return GraphAgent(obj)
+        if is_compiled_graph(obj):  # before Agent: a graph has a (sync) invoke of its own
+            return GraphAgent(obj)
     if isinstance(obj, Agent) and inspect.iscoroutinefunction(obj.invoke):
         return obj
     if inspect.isasyncgenfunction(obj):

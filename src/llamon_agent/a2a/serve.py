@@ -30,7 +30,6 @@ from llamon_agent.a2a.card import AuthSpec, build_agent_card, skill
 from llamon_agent.a2a.protocol import RequestLimits
 from llamon_agent.a2a.server import create_app
 from llamon_agent.a2a.stores import StoreKind, open_stores, reconcile_orphaned_tasks
-from llamon_agent.flow.checkpointers import attach_checkpointer, open_checkpointer
 
 __all__ = ["ServeOptions", "default_card", "load_target", "serve_agent"]
 
@@ -113,7 +112,9 @@ async def _exit_on(event: asyncio.Event, server: uvicorn.Server) -> None:
 
 def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP: asyncio sets TCP_NODELAY only on sockets that say so; without it every
+    # keep-alive response after a connection's first stalls ~40 ms (Nagle + delayed ACK)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     sock.listen(2048)
@@ -147,6 +148,8 @@ async def serve_agent(
                     len(ended),
                 )
         card = (card or default_card(agent, url, options.auth)).model_copy(update={"url": url})
+        from llamon_agent.flow.checkpointers import attach_checkpointer, open_checkpointer
+
         saver = await exits.enter_async_context(
             open_checkpointer(stores.kind, dsn=options.database_url)
         )

@@ -17,7 +17,12 @@ from typing import Any, Final
 
 from llamon_agent.core.scrub import scrub_text
 
-__all__ = ["SCRUBBED_LOGGERS", "install_log_scrubbing", "log_scrubbing_installed"]
+__all__ = [
+    "PRE_SCRUBBED_LOGGERS",
+    "SCRUBBED_LOGGERS",
+    "install_log_scrubbing",
+    "log_scrubbing_installed",
+]
 
 SCRUBBED_LOGGERS: Final = (
     "a2a",
@@ -30,6 +35,9 @@ SCRUBBED_LOGGERS: Final = (
 )
 """Logger name prefixes whose records are scrubbed."""
 
+PRE_SCRUBBED_LOGGERS: Final = ("llamon_agent.failures",)
+"""Loggers whose lines are built only from scrubbed values (``FailureRecord.to_dict()``)."""
+
 _MAX_LINE: Final = 20_000
 _installed = False
 
@@ -37,7 +45,8 @@ _installed = False
 def _scrubbed_factory(previous: Any) -> Any:
     def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
         record: logging.LogRecord = previous(*args, **kwargs)
-        if not record.name.startswith(SCRUBBED_LOGGERS):
+        name = record.name
+        if not name.startswith(SCRUBBED_LOGGERS) or name.startswith(PRE_SCRUBBED_LOGGERS):
             return record
         try:
             text = record.getMessage()
