@@ -240,3 +240,20 @@ async def test_cancelling_an_input_required_task(server: str) -> None:
         fetched = await client.get_task(TaskQueryParams(id=paused.id))
     assert canceled.status.state == TaskState.canceled
     assert fetched.status.state == TaskState.canceled
+
+
+async def test_protocol_error_for_a_payload_over_the_limit() -> None:
+    from llamon_agent.a2a.protocol import RequestLimits
+
+    app = create_app(scripted, make_card(), limits=RequestLimits(max_payload_bytes=100))
+    async with running_server(app) as url, a2a_client(url) as client:
+        assert (await send(client, user_message("ok"))).status.state == TaskState.completed
+        with pytest.raises(A2AClientJSONRPCError) as caught:
+            await send(client, user_message("x" * 101))
+    error = caught.value.error
+    assert error.code == -32602
+    assert (error.data["errorCode"], error.data["errorReason"]) == (
+        "INVALID_INPUT",
+        "payload_too_large",
+    )
+    assert "101 bytes" in error.data["errorMessage"]

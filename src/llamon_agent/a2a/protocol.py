@@ -9,6 +9,7 @@ not found, not cancelable ...) with the same payload and a scrubbed message;
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -47,7 +48,7 @@ class RequestLimits:
     """What a served agent accepts.
 
     ``input_modes``: media types (wildcards like ``image/*`` allowed) a message part may
-    have; ``None`` accepts any. ``max_payload_bytes``: the largest message, as JSON.
+    have; ``None`` accepts any. ``max_payload_bytes``: the largest content (text, data as JSON, file bytes).
     """
 
     input_modes: Sequence[str] | None = None
@@ -108,6 +109,22 @@ def _usable(part: TextPart | DataPart | FilePart) -> bool:
     return True
 
 
+def _payload_size(message: Message) -> int:
+    """The content's size in bytes: text, data as JSON, file bytes/URI (cheap; no dump)."""
+    size = 0
+    for part in message.parts:
+        root = part.root
+        if isinstance(root, TextPart):
+            size += len(root.text.encode())
+        elif isinstance(root, DataPart):
+            size += len(json.dumps(root.data, ensure_ascii=False, default=str).encode())
+        else:
+            file = root.file
+            content = getattr(file, "bytes", None) or getattr(file, "uri", "")
+            size += len(str(content))
+    return size
+
+
 def check_message(message: Message, limits: RequestLimits) -> ServerError | None:
     """The built-in request checks; the first failing one as a protocol error, else None.
 
@@ -116,7 +133,7 @@ def check_message(message: Message, limits: RequestLimits) -> ServerError | None
       ``limits.input_modes``;
     * ``payload_too_large`` (-32602, INVALID_INPUT): the message is over the size limit.
     """
-    size = len(message.model_dump_json(exclude_none=True).encode())
+    size = _payload_size(message)
     if size > limits.max_payload_bytes:
         return protocol_error(
             InvalidParamsError,
