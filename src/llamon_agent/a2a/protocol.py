@@ -48,7 +48,8 @@ class RequestLimits:
     """What a served agent accepts.
 
     ``input_modes``: media types (wildcards like ``image/*`` allowed) a message part may
-    have; ``None`` accepts any. ``max_payload_bytes``: the largest content (text, data as JSON, file bytes).
+    have; ``None`` accepts any. ``max_payload_bytes``: the largest content (text, data
+    as JSON, file bytes).
     """
 
     input_modes: Sequence[str] | None = None
