@@ -39,6 +39,9 @@ _ENVELOPE_FIELDS: Final = frozenset(
 )
 
 
+_STAGES: Final = frozenset(stage.value for stage in Stage)
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -69,8 +72,13 @@ class FailureRecord:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
-        set_(self, "stage", scrub_text(str(self.stage), max_length=64) or Stage.SERVICE.value)
-        set_(self, "reason", scrub_text(str(self.reason), max_length=128) or "unknown")
+        stage, reason = str(self.stage), str(self.reason)
+        if stage not in _STAGES:
+            stage = scrub_text(stage, max_length=64) or Stage.SERVICE.value
+        if reason_spec(reason) is None:  # catalog reasons are our own words
+            reason = scrub_text(reason, max_length=128) or "unknown"
+        set_(self, "stage", stage)
+        set_(self, "reason", reason)
         set_(self, "message", scrub_text(str(self.message)))
         set_(self, "error_code", ErrorCode(self.error_code))
         set_(self, "tool", _text_or_none(self.tool))

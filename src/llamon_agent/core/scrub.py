@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import enum
+import functools
 import hashlib
 import hmac
 import os
@@ -459,6 +460,16 @@ def _drop_last_token(text: str) -> str:
     return text[: len(text) - last_space.start()] if last_space else ""
 
 
+_CACHE_MAX_TEXT = 2048
+
+
+@functools.lru_cache(maxsize=512)
+def _scrub_cached(text: str) -> str:
+    """``_scrub_full`` remembered: one failure's message is scrubbed at several layers
+    (error data, failure record, log line); the patterns are fixed, so the answer is too."""
+    return _scrub_full(text)
+
+
 def scrub_text(text: str, *, max_length: int = 2000) -> str:
     """Return ``text`` with every credential and piece of personal data replaced.
 
@@ -498,7 +509,7 @@ def scrub_text(text: str, *, max_length: int = 2000) -> str:
         if len(text) > hard_limit:
             text = _drop_last_token(text[:hard_limit])
             cut = True
-        result = _scrub_full(text)
+        result = _scrub_cached(text) if len(text) <= _CACHE_MAX_TEXT else _scrub_full(text)
         if cut or len(result) > limit:
             result = result[:limit] + _TRUNCATED
         return result
