@@ -188,6 +188,14 @@ def test_retry_after_date_in_the_past_is_zero() -> None:
         (MCPError(-32001, "Request timed out"), E.UPSTREAM_TIMEOUT, "timeout", True),
         (MCPError(-32000, "Connection closed"), E.UPSTREAM_UNAVAILABLE, "connection_closed", True),
         (MCPError(-32602, "Invalid params"), E.UPSTREAM_UNAVAILABLE, "mcp_error", False),
+        (MCPError(-32600, "Session not found"), E.UPSTREAM_UNAVAILABLE, "session_lost", True),
+        (
+            MCPError(-32603, "Server returned an error response"),
+            E.UPSTREAM_UNAVAILABLE,
+            "http_error",
+            True,
+        ),
+        (MCPError(-32600, "Bad request"), E.UPSTREAM_UNAVAILABLE, "mcp_error", False),
     ],
     ids=[
         "httpx2-connect",
@@ -199,6 +207,9 @@ def test_retry_after_date_in_the_past_is_zero() -> None:
         "mcp-timeout",
         "mcp-closed",
         "mcp-other",
+        "mcp-session-lost",
+        "mcp-http-error",
+        "mcp-invalid-request",
     ],
 )
 def test_transport_failures_mcp_really_raises(

@@ -281,6 +281,22 @@ _ENTRIES: Final[tuple[tuple[str, Stage, ErrorCode, bool, str, str], ...]] = (
         "the MCP server closed the connection (MCPError -32000)",
     ),
     (
+        "session_lost",
+        _S.MCP_CALL,
+        _E.UPSTREAM_UNAVAILABLE,
+        True,
+        "reconnect_or_check_mcp_server_restarts",
+        "the MCP server lost the HTTP session (restarted or expired)",
+    ),
+    (
+        "http_error",
+        _S.MCP_CALL,
+        _E.UPSTREAM_UNAVAILABLE,
+        True,
+        "check_proxy_and_mcp_server_http_status",
+        "the MCP server's HTTP layer answered an error status with no JSON-RPC body",
+    ),
+    (
         "mcp_error",
         _S.MCP_CALL,
         _E.UPSTREAM_UNAVAILABLE,

@@ -176,16 +176,30 @@ def _http_status(exc: BaseException) -> Classification | None:
 
 _MCP_CONNECTION_CLOSED: Final = -32000
 _MCP_REQUEST_TIMEOUT: Final = -32001
+_JSONRPC_INVALID_REQUEST: Final = -32600
+_JSONRPC_INTERNAL_ERROR: Final = -32603
+# Errors mcp 2.3.0's streamable HTTP client and server make up themselves (no tool or
+# server author chose them): the HTTP session is gone (server restarted, session expired),
+# or the HTTP layer failed (a 4xx/5xx without a JSON-RPC body, e.g. a proxy's 503).
+_MCP_SESSION_LOST: Final = frozenset({"Session not found", "Session terminated"})
+_MCP_HTTP_FAILED: Final = "Server returned an error response"
 
 
 def _mcp_error(exc: BaseException) -> Classification | None:
-    """mcp 2.x ``MCPError``: client timeout (-32001), dead connection (-32000), or a
-    protocol error from the server, which no retry or smarter model fixes."""
+    """mcp 2.x ``MCPError``: client timeout (-32001), dead connection (-32000), the
+    transport failures mcp reports as JSON-RPC errors (lost session, HTTP error status), or
+    a protocol error from the server, which no retry or smarter model fixes."""
     code = getattr(exc, "code", None)
+    message = getattr(exc, "message", None)
+    made_up = getattr(getattr(exc, "error", None), "data", None) is None
     if code == _MCP_REQUEST_TIMEOUT:
         return Classification(ErrorCode.UPSTREAM_TIMEOUT, "timeout", True, exc)
     if code == _MCP_CONNECTION_CLOSED:
         return Classification(ErrorCode.UPSTREAM_UNAVAILABLE, "connection_closed", True, exc)
+    if made_up and code == _JSONRPC_INVALID_REQUEST and message in _MCP_SESSION_LOST:
+        return Classification(ErrorCode.UPSTREAM_UNAVAILABLE, "session_lost", True, exc)
+    if made_up and code == _JSONRPC_INTERNAL_ERROR and message == _MCP_HTTP_FAILED:
+        return Classification(ErrorCode.UPSTREAM_UNAVAILABLE, "http_error", True, exc)
     return Classification(ErrorCode.UPSTREAM_UNAVAILABLE, "mcp_error", False, exc)
 
 
@@ -259,6 +273,8 @@ _DYNAMIC_ROWS: Final = (
     RuleRow("HTTPStatusError 5xx", "UPSTREAM_UNAVAILABLE", "http_5xx", "true"),
     RuleRow("MCPError -32001", "UPSTREAM_TIMEOUT", "timeout", "true", "client timeout"),
     RuleRow("MCPError -32000", "UPSTREAM_UNAVAILABLE", "connection_closed", "true"),
+    RuleRow("MCPError session lost", "UPSTREAM_UNAVAILABLE", "session_lost", "true", "-32600"),
+    RuleRow("MCPError HTTP status", "UPSTREAM_UNAVAILABLE", "http_error", "true", "-32603"),
     RuleRow("MCPError other", "UPSTREAM_UNAVAILABLE", "mcp_error", "false", "server refused"),
     RuleRow("ExceptionGroup", "(first mapped leaf)", "", "", "else the first leaf"),
     RuleRow("anything else", "INTERNAL_ERROR", "<snake_case type>", "false", "text withheld"),
