@@ -128,3 +128,26 @@ async def test_the_terminal_state_reaches_the_store_when_the_queue_fails() -> No
     assert saved.status.message is not None
     data = next(p.root.data for p in saved.status.message.parts if isinstance(p.root, DataPart))
     assert data["errorCode"] == "UPSTREAM_UNAVAILABLE"
+
+
+async def test_each_failure_is_logged_once_as_a_scrubbed_record(caplog) -> None:
+    import json
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="llamon_agent.failures"):
+        await stub_executor_run(
+            agent_dispatch_raises=ComponentInvokeError(
+                "lookup failed", tool="check_account", api_key="sk-abcdefghijklmnopqrstuvwx"
+            )
+        )
+    lines = [r for r in caplog.records if r.name == "llamon_agent.failures"]
+    assert len(lines) == 1
+    record = json.loads(lines[0].getMessage().split(" ", 4)[4])
+    assert (record["stage"], record["reason"], record["error_code"]) == (
+        "execute",
+        "component_invoke_error",
+        "UPSTREAM_UNAVAILABLE",
+    )
+    assert record["evidence"]["tool"] == "check_account"
+    assert record["evidence"]["api_key_present"] is True
+    assert "sk-abcdefghijkl" not in caplog.text

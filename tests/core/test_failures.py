@@ -167,3 +167,30 @@ def test_to_dict_is_json_ready() -> None:
 def test_seed_003_reasons_have_records(reason: str) -> None:
     record = FailureRecord.of(reason)
     assert record.stage in {"tool_loop", "model_call"}
+
+
+def test_record_from_error_data_needs_no_second_classification() -> None:
+    from llamon_agent.core.error_data import make_application_error_data
+
+    data = make_application_error_data(
+        ErrorCode.RATE_LIMITED,
+        "rate_limited",
+        "slow down",
+        retriable=True,
+        retryAfterMs=2000,
+        errorSource="http:api.example.test",
+    )
+    record = FailureRecord.from_error_data(data, step_id="s1", evidence={"task_id": "t-1"})
+    assert (record.stage, record.reason, record.error_code, record.retryable) == (
+        "execute",
+        "rate_limited",
+        ErrorCode.RATE_LIMITED,
+        True,
+    )
+    assert record.message == "slow down"
+    assert record.operator_action == "back_off_or_raise_quota"
+    assert dict(record.evidence) == {
+        "retry_after_ms": 2000,
+        "error_source": "http:api.example.test",
+        "task_id": "t-1",
+    }

@@ -315,19 +315,27 @@ class CustomAgentExecutor(AgentExecutor):
     def _log_failure(
         self, run: _Run, exc: BaseException, data: ApplicationErrorData, flow: FlowContext | None
     ) -> None:
-        record = FailureRecord.from_exception(
-            exc,
+        if not failure_logger.isEnabledFor(logging.WARNING):
+            return
+        evidence: dict[str, object] = {}
+        details = getattr(exc, "details", None)  # a LlamonError's keyword details
+        if isinstance(details, Mapping):
+            evidence.update(details)
+        evidence.update(
+            exception_type=type(exc).__name__, task_id=run.task_id, chunk_count=run.chunks
+        )
+        record = FailureRecord.from_error_data(
+            data,
             stage=Stage.FLOW_NODE if flow and flow.node_id else None,
             step_id=flow.node_id if flow else None,
-            evidence={"task_id": run.task_id, "chunk_count": run.chunks},
+            evidence=evidence,
         )
-        if failure_logger.isEnabledFor(logging.WARNING):
-            failure_logger.warning(
-                "task %s failed: %s %s",
-                run.task_id,
-                data.error_code.value,
-                json.dumps(record.to_dict(), ensure_ascii=False),
-            )
+        failure_logger.warning(
+            "task %s failed: %s %s",
+            run.task_id,
+            data.error_code.value,
+            json.dumps(record.to_dict(), ensure_ascii=False),
+        )
 
     async def _protocol_failure(self, run: _Run, exc: ServerError) -> None:
         """The agent raised ServerError: a JSON-RPC error for the caller, a failed task."""

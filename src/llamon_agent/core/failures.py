@@ -18,6 +18,7 @@ from typing import Any, Final
 from llamon_agent.core.catalog import DEFAULT_OPERATOR_ACTIONS, reason_spec
 from llamon_agent.core.classify import classify_exception
 from llamon_agent.core.codes import ErrorCode, Stage
+from llamon_agent.core.error_data import BaseErrorData
 from llamon_agent.core.messages import public_message
 from llamon_agent.core.scrub import scrub_evidence, scrub_text
 
@@ -121,6 +122,41 @@ class FailureRecord:
             plan_id=plan_id,
             step_id=step_id,
             evidence=evidence or {},
+        )
+
+    @classmethod
+    def from_error_data(
+        cls,
+        data: BaseErrorData,
+        *,
+        stage: Stage | str | None = None,
+        tool: str | None = None,
+        step_id: str | None = None,
+        evidence: Mapping[str, object] | None = None,
+    ) -> FailureRecord:
+        """A record for an error answer already built (ours, or one another agent sent).
+
+        Code, reason, message and retryable come from ``data``; its ``incidentId``,
+        ``retryAfterMs``, ``errorSource`` and ``domainCode`` become evidence. Cheaper than
+        ``from_exception`` when the answer exists: nothing is classified twice.
+        """
+        details: dict[str, object] = {
+            "incident_id": data.incident_id,
+            "retry_after_ms": data.retry_after_ms,
+            "error_source": data.error_source,
+            "domain_code": data.domain_code,
+        }
+        merged = {key: value for key, value in details.items() if value is not None}
+        merged.update(evidence or {})
+        return cls.of(
+            data.error_reason,
+            data.error_message,
+            stage=stage,
+            error_code=data.error_code,
+            retryable=data.retriable,
+            tool=tool,
+            step_id=step_id,
+            evidence=merged,
         )
 
     @classmethod
