@@ -134,7 +134,7 @@ async def test_each_failure_is_logged_once_as_a_scrubbed_record(caplog) -> None:
     import json
     import logging
 
-    with caplog.at_level(logging.WARNING, logger="llamon_agent.failures"):
+    with caplog.at_level(logging.INFO, logger="llamon_agent.failures"):
         await stub_executor_run(
             agent_dispatch_raises=ComponentInvokeError(
                 "lookup failed", tool="check_account", api_key="sk-abcdefghijklmnopqrstuvwx"

@@ -76,7 +76,12 @@ __all__ = ["CustomAgentExecutor"]
 
 logger = logging.getLogger("llamon_agent.a2a")
 failure_logger = logging.getLogger("llamon_agent.failures")
-"""One line per failed task: a ``FailureRecord`` (scrubbed when it was built)."""
+"""One INFO line per failed task: its ``FailureRecord`` (scrubbed when it was built).
+
+A failed task is an answer, not a server fault, so it is logged at INFO and the record is
+built only when that level is enabled. An unmapped exception is also logged at ERROR with
+its incident id and traceback (``llamon_agent.errors``).
+"""
 
 TERMINAL_STATES = frozenset(
     {TaskState.completed, TaskState.failed, TaskState.canceled, TaskState.rejected}
@@ -315,7 +320,7 @@ class CustomAgentExecutor(AgentExecutor):
     def _log_failure(
         self, run: _Run, exc: BaseException, data: ApplicationErrorData, flow: FlowContext | None
     ) -> None:
-        if not failure_logger.isEnabledFor(logging.WARNING):
+        if not failure_logger.isEnabledFor(logging.INFO):
             return
         evidence: dict[str, object] = {}
         details = getattr(exc, "details", None)  # a LlamonError's keyword details
@@ -330,7 +335,7 @@ class CustomAgentExecutor(AgentExecutor):
             step_id=flow.node_id if flow else None,
             evidence=evidence,
         )
-        failure_logger.warning(
+        failure_logger.info(
             "task %s failed: %s %s",
             run.task_id,
             data.error_code.value,
