@@ -59,17 +59,14 @@ from llamon_agent.loop.model import (
     ToolSpec,
     UserMessage,
 )
+from llamon_agent.loop.providers._base import ProviderModel
 from llamon_agent.loop.providers._common import (
-    check_client_options,
-    resolve_api_key,
     usage_counts,
 )
 from llamon_agent.loop.providers._retry import (
-    RetryPolicy,
     SDKErrorTypes,
     SleepFn,
     call_with_retries,
-    safe_url,
 )
 
 __all__ = [
@@ -89,7 +86,7 @@ _ERRORS = SDKErrorTypes(
 )
 
 
-class AnthropicMessagesModel:
+class AnthropicMessagesModel(ProviderModel[AsyncAnthropic]):
     """A ``Model`` answering through the Anthropic Messages API (or a compatible server).
 
     ``api_key`` defaults to ``$ANTHROPIC_API_KEY`` (a ``MissingAPIKeyError`` naming the
@@ -101,6 +98,9 @@ class AnthropicMessagesModel:
     ``client`` is a ready ``AsyncAnthropic`` to use instead (its own retries are switched
     off for these calls; it is not closed by ``aclose``).
     """
+
+    api_key_env = ANTHROPIC_API_KEY_ENV
+    provider = "Anthropic"
 
     def __init__(
         self,
@@ -114,30 +114,19 @@ class AnthropicMessagesModel:
         client: AsyncAnthropic | None = None,
         sleep: SleepFn | None = None,
     ) -> None:
-        check_client_options(client, api_key, base_url)
-        self.model = model
-        self.timeout = float(timeout)
-        self.max_tokens = max_tokens
-        self.retry_policy = (
-            RetryPolicy(max_retries, sleep) if sleep is not None else RetryPolicy(max_retries)
+        super().__init__(
+            model,
+            api_key=api_key,
+            base_url=base_url,
+            timeout=timeout,
+            max_retries=max_retries,
+            client=client,
+            sleep=sleep,
         )
-        self._owns_client = client is None
-        if client is None:
-            key = resolve_api_key(api_key, ANTHROPIC_API_KEY_ENV, "Anthropic")
-            client = AsyncAnthropic(
-                api_key=key, base_url=base_url, timeout=self.timeout, max_retries=0
-            )
-        else:
-            client = client.with_options(max_retries=0)
-        self._client = client
+        self.max_tokens = max_tokens
 
-    @property
-    def base_url(self) -> str:
-        """The server's base URL (without user-info or query)."""
-        return safe_url(self._client.base_url)
-
-    def __repr__(self) -> str:
-        return f"AnthropicMessagesModel(model={self.model!r}, base_url={self.base_url!r})"
+    def _new_client(self, api_key: str, base_url: str | None, timeout: float) -> AsyncAnthropic:
+        return AsyncAnthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
 
     async def complete(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]
@@ -164,17 +153,6 @@ class AnthropicMessagesModel:
             operation="messages call",
         )
         return _from_message(answer, retries)
-
-    async def aclose(self) -> None:
-        """Close the HTTP client this model created (a client passed in stays open)."""
-        if self._owns_client:
-            await self._client.close()
-
-    async def __aenter__(self) -> AnthropicMessagesModel:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
 
 @dataclass(slots=True)

@@ -47,17 +47,14 @@ from llamon_agent.loop.model import (
     ToolSpec,
     UserMessage,
 )
+from llamon_agent.loop.providers._base import ProviderModel
 from llamon_agent.loop.providers._common import (
-    check_client_options,
-    resolve_api_key,
     usage_counts,
 )
 from llamon_agent.loop.providers._retry import (
-    RetryPolicy,
     SDKErrorTypes,
     SleepFn,
     call_with_retries,
-    safe_url,
 )
 
 __all__ = ["OPENAI_API_KEY_ENV", "OpenAIChatModel", "to_openai_messages", "to_openai_tools"]
@@ -72,7 +69,7 @@ _ERRORS = SDKErrorTypes(
 )
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(ProviderModel[AsyncOpenAI]):
     """A ``Model`` answering through OpenAI Chat Completions (or a compatible server).
 
     ``api_key`` defaults to ``$OPENAI_API_KEY`` (a ``MissingAPIKeyError`` naming the
@@ -83,6 +80,9 @@ class OpenAIChatModel:
     ``client`` is a ready ``AsyncOpenAI`` to use instead (its own retries are switched off
     for these calls; it is not closed by ``aclose``).
     """
+
+    api_key_env = OPENAI_API_KEY_ENV
+    provider = "OpenAI"
 
     def __init__(
         self,
@@ -95,29 +95,18 @@ class OpenAIChatModel:
         client: AsyncOpenAI | None = None,
         sleep: SleepFn | None = None,
     ) -> None:
-        check_client_options(client, api_key, base_url)
-        self.model = model
-        self.timeout = float(timeout)
-        self.retry_policy = (
-            RetryPolicy(max_retries, sleep) if sleep is not None else RetryPolicy(max_retries)
+        super().__init__(
+            model,
+            api_key=api_key,
+            base_url=base_url,
+            timeout=timeout,
+            max_retries=max_retries,
+            client=client,
+            sleep=sleep,
         )
-        self._owns_client = client is None
-        if client is None:
-            key = resolve_api_key(api_key, OPENAI_API_KEY_ENV, "OpenAI")
-            client = AsyncOpenAI(
-                api_key=key, base_url=base_url, timeout=self.timeout, max_retries=0
-            )
-        else:
-            client = client.with_options(max_retries=0)
-        self._client = client
 
-    @property
-    def base_url(self) -> str:
-        """The server's base URL (without user-info or query)."""
-        return safe_url(self._client.base_url)
-
-    def __repr__(self) -> str:
-        return f"OpenAIChatModel(model={self.model!r}, base_url={self.base_url!r})"
+    def _new_client(self, api_key: str, base_url: str | None, timeout: float) -> AsyncOpenAI:
+        return AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
 
     async def complete(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]
@@ -142,17 +131,6 @@ class OpenAIChatModel:
             operation="chat completion",
         )
         return _from_completion(completion, retries)
-
-    async def aclose(self) -> None:
-        """Close the HTTP client this model created (a client passed in stays open)."""
-        if self._owns_client:
-            await self._client.close()
-
-    async def __aenter__(self) -> OpenAIChatModel:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
 
 def to_openai_messages(messages: Sequence[ChatMessage]) -> list[ChatCompletionMessageParam]:
