@@ -7,6 +7,7 @@ import asyncio
 import os
 import signal
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -64,6 +65,19 @@ async def _wait_for_working(http: httpx.AsyncClient, url: str, task_id: str) -> 
             pass
 
 
+def _start_hanging_task() -> dict:
+    """message/send params: the demo agent's ``hang`` command, non-blocking."""
+    return {
+        "message": {
+            "role": "user",
+            "parts": [{"kind": "text", "text": "hang"}],
+            "messageId": str(uuid.uuid4()),
+            "kind": "message",
+        },
+        "configuration": {"blocking": False},
+    }
+
+
 async def _rpc(http: httpx.AsyncClient, url: str, method: str, params: dict) -> dict:
     body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
     response = await http.post(url, json=body)
@@ -71,18 +85,9 @@ async def _rpc(http: httpx.AsyncClient, url: str, method: str, params: dict) -> 
 
 
 async def test_killed_worker_task_ends_failed_worker_lost(tmp_path: Path) -> None:
-    message = {
-        "message": {
-            "role": "user",
-            "parts": [{"kind": "text", "text": "hang"}],
-            "messageId": "m-1",
-            "kind": "message",
-        },
-        "configuration": {"blocking": False},
-    }
     async with httpx.AsyncClient(timeout=10) as http:
         async with llamon_serve(tmp_path) as (process, url):
-            started = await _rpc(http, url, "message/send", message)
+            started = await _rpc(http, url, "message/send", _start_hanging_task())
             task_id = started["result"]["id"]
             assert started["result"]["status"]["state"] in {"submitted", "working"}
             await _wait_for_working(http, url, task_id)
@@ -103,18 +108,9 @@ async def test_killed_worker_task_ends_failed_worker_lost(tmp_path: Path) -> Non
 @pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
 async def test_graceful_stop_ends_running_tasks(tmp_path: Path, signal_name: str) -> None:
     """A stopped server ends its running tasks failed / worker_shutdown, not working."""
-    message = {
-        "message": {
-            "role": "user",
-            "parts": [{"kind": "text", "text": "hang"}],
-            "messageId": "m-2",
-            "kind": "message",
-        },
-        "configuration": {"blocking": False},
-    }
     async with httpx.AsyncClient(timeout=10) as http:
         async with llamon_serve(tmp_path) as (process, url):
-            task_id = (await _rpc(http, url, "message/send", message))["result"]["id"]
+            task_id = (await _rpc(http, url, "message/send", _start_hanging_task()))["result"]["id"]
             await _wait_for_working(http, url, task_id)
             process.send_signal(getattr(signal, signal_name))
             await asyncio.wait_for(process.wait(), 20)
