@@ -31,12 +31,13 @@ from a2a.types import (
     TextPart,
 )
 from cryptography.fernet import Fernet
-from sqlalchemy import text
 
 import llamon_agent
+from llamon_agent.a2a.sqlite_store import SQLitePushConfigStore, SQLiteTaskStore
 from llamon_agent.a2a.stores import (
     SQLITE_BUSY_TIMEOUT_MS,
     WORKER_METADATA_KEY,
+    MemoryLimits,
     Stores,
     llamon_home,
     normalize_postgres_dsn,
@@ -198,8 +199,10 @@ async def test_default_is_sqlite_file_under_llamon_home(tmp_path: Path, opener: 
     stores = await opener()
     path = tmp_path / "home" / "tasks.db"
     assert stores.kind == "sqlite"
-    assert isinstance(stores.task_store, DatabaseTaskStore)
-    assert stores.engine is not None
+    assert isinstance(stores.task_store, SQLiteTaskStore)
+    assert isinstance(stores.push_config_store, SQLitePushConfigStore)
+    assert stores.database is not None
+    assert stores.engine is None
     assert path.is_file()
     assert stores.description == f"sqlite:{path}"
 
@@ -212,12 +215,14 @@ async def test_home_argument_wins_over_env(tmp_path: Path, opener: Opener) -> No
 
 async def test_sqlite_uses_wal_and_a_busy_timeout(tmp_path: Path, opener: Opener) -> None:
     stores = await opener("sqlite", home=tmp_path)
-    assert stores.engine is not None
-    async with stores.engine.connect() as connection:
-        journal = await connection.exec_driver_sql("PRAGMA journal_mode")
-        timeout = await connection.exec_driver_sql("PRAGMA busy_timeout")
-        assert journal.scalar() == "wal"
-        assert timeout.scalar() == SQLITE_BUSY_TIMEOUT_MS
+    assert stores.database is not None
+    journal, timeout = await stores.database.read(
+        lambda connection: (
+            connection.execute("PRAGMA journal_mode").fetchone()[0],
+            connection.execute("PRAGMA busy_timeout").fetchone()[0],
+        )
+    )
+    assert (journal, timeout) == ("wal", SQLITE_BUSY_TIMEOUT_MS)
     with sqlite3.connect(tmp_path / "tasks.db") as plain:  # WAL is a property of the file
         assert plain.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
@@ -225,6 +230,7 @@ async def test_sqlite_uses_wal_and_a_busy_timeout(tmp_path: Path, opener: Opener
 async def test_memory_has_no_engine(opener: Opener) -> None:
     stores = await opener("memory", push_encryption_key=Fernet.generate_key())
     assert (stores.kind, stores.engine, stores.description) == ("memory", None, "memory")
+    assert stores.database is None
     await stores.close()  # a no-op, and safe
 
 
@@ -247,9 +253,8 @@ async def test_push_configs_are_encrypted_at_rest(tmp_path: Path, opener: Opener
     stores = await opener("sqlite", home=tmp_path, push_encryption_key=Fernet.generate_key())
     config = PushNotificationConfig(id="cfg", url="https://hooks.example/a2a", token="tok")
     await stores.push_config_store.set_info("t1", config)
-    assert stores.engine is not None
-    async with stores.engine.connect() as connection:
-        raw = await connection.scalar(text("SELECT config_data FROM push_notification_configs"))
+    with sqlite3.connect(tmp_path / "tasks.db") as plain:
+        (raw,) = plain.execute("SELECT config FROM llamon_push_configs").fetchone()
     assert b"hooks.example" not in raw
     assert await stores.push_config_store.get_info("t1") == [config]
 
@@ -351,6 +356,16 @@ def test_postgres_dsns_become_asyncpg_urls(dsn: str, expected: str) -> None:
             {"kind": "sqlite", "dsn": f"postgresql://app:{SECRET}@db/app"},
             None,
             "only used by the postgres store",
+        ),
+        (
+            {"kind": "sqlite", "memory_limits": MemoryLimits(max_finished=5)},
+            None,
+            "memory_limits= is only used by the memory store, not by 'sqlite'",
+        ),
+        (
+            {"kind": "sqlite", "push_encryption_key": b"not-a-fernet-key"},
+            None,
+            "push_encryption_key must be a Fernet key",
         ),
     ],
 )

@@ -59,7 +59,7 @@ from llamon_agent.a2a.agent import (
     as_agent,
 )
 from llamon_agent.a2a.protocol import RequestLimits, check_message, with_protocol_data
-from llamon_agent.a2a.stores import WORKER_METADATA_KEY, worker_id
+from llamon_agent.a2a.workers import WORKER_METADATA_KEY, worker_id
 from llamon_agent.core.classify import classify_exception
 from llamon_agent.core.codes import ErrorCode, Stage, json_rpc_to_error_code
 from llamon_agent.core.error_data import (
@@ -344,15 +344,41 @@ class CustomAgentExecutor(AgentExecutor):
 
     async def _protocol_failure(self, run: _Run, exc: ServerError) -> None:
         """The agent raised ServerError: a JSON-RPC error for the caller, a failed task."""
+        data = self._record_protocol_error(run.task_id, exc)
+        await self._end(run, TaskState.failed, application_error_to_parts(data))
+
+    def _record_protocol_error(self, task_id: str, exc: ServerError) -> ApplicationErrorData:
+        """Keep ``exc`` (with ProtocolErrorData) for the handler; the task's failure data."""
         error = with_protocol_data(exc)
-        self._protocol_errors[run.task_id] = error
+        self._protocol_errors[task_id] = error
         inner = error.error
         wire = inner.data if inner is not None and isinstance(inner.data, dict) else {}
         code = json_rpc_to_error_code(inner.code if inner is not None else -32603)
         reason = str(wire.get("errorReason", "protocol_error"))
         message = (inner.message if inner is not None else None) or ""
-        data = make_application_error_data(code, reason, message)
-        await self._end(run, TaskState.failed, application_error_to_parts(data))
+        return make_application_error_data(code, reason, message)
+
+    async def fail_unexpected(
+        self, context: RequestContext, event_queue: EventQueue, exc: Exception
+    ) -> bool:
+        """End the task ``failed`` at once because ``execute`` itself raised.
+
+        Agent failures never get here (``execute`` answers them); this is for a bug in the
+        executor or a subclass. The caller gets the usual failed task (INTERNAL_ERROR with
+        an incident id for an unmapped exception; a ``ServerError`` still reaches the
+        caller as its JSON-RPC error) instead of waiting for a2a-sdk to notice the raise.
+        Returns ``False`` when there is nothing to end: no task id, or a closed queue.
+        """
+        task_id, context_id = context.task_id, context.context_id
+        if task_id is None or context_id is None or event_queue.is_closed():
+            return False
+        if isinstance(exc, ServerError):
+            data = self._record_protocol_error(task_id, exc)
+        else:
+            data = error_data_for_exception(exc)
+        updater = TaskUpdater(event_queue, task_id, context_id)
+        await updater.failed(updater.new_agent_message(application_error_to_parts(data)))
+        return True
 
     async def _end_guardrail(self, run: _Run, parts: list[Part]) -> None:
         """failed + GUARDRAIL_BLOCKED with every artifact of the task withheld."""

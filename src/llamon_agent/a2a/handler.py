@@ -4,6 +4,11 @@
    (``CustomAgentExecutor._validate_request``).
 2. Every JSON-RPC error a caller receives carries ``ProtocolErrorData`` in ``error.data``
    and a scrubbed message -- including a2a-sdk's own (task not found, not cancelable).
+
+And one repair: a failure is answered as soon as it happens. a2a-sdk notices an executor
+that raises only when its event consumer next polls (every 0.5 s); the executor never
+raises for an agent's failure, and if it raises all the same, ``_run_event_stream`` ends
+the task failed at once (``CustomAgentExecutor.fail_unexpected``).
 """
 
 from __future__ import annotations
@@ -11,8 +16,9 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Any
 
+from a2a.server.agent_execution import RequestContext
 from a2a.server.context import ServerCallContext
-from a2a.server.events import Event
+from a2a.server.events import Event, EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.types import (
     DeleteTaskPushNotificationConfigParams,
@@ -42,6 +48,15 @@ class LlamonRequestHandler(DefaultRequestHandler):
 
     def __init__(self, agent_executor: CustomAgentExecutor, **kwargs: Any) -> None:
         super().__init__(agent_executor, **kwargs)
+
+    async def _run_event_stream(self, request: RequestContext, queue: EventQueue) -> None:
+        """Run the executor, then close the queue; a raise ends the task failed at once."""
+        try:
+            await self.agent_executor.execute(request, queue)
+        except Exception as exc:  # CancelledError passes: tasks/cancel has its own path
+            if not await self.agent_executor.fail_unexpected(request, queue, exc):
+                raise
+        await queue.close()
 
     async def on_message_send(
         self, params: MessageSendParams, context: ServerCallContext | None = None

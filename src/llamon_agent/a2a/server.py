@@ -19,8 +19,6 @@ import httpx
 from a2a.server.apps import A2AStarletteApplication
 from a2a.server.tasks import (
     BasePushNotificationSender,
-    InMemoryPushNotificationConfigStore,
-    InMemoryTaskStore,
     PushNotificationConfigStore,
     TaskStore,
 )
@@ -34,6 +32,7 @@ from llamon_agent.a2a.card import auth_spec_from_card
 from llamon_agent.a2a.executor import CustomAgentExecutor
 from llamon_agent.a2a.handler import LlamonRequestHandler
 from llamon_agent.a2a.protocol import RequestLimits, with_protocol_data
+from llamon_agent.a2a.stores import memory_stores
 from llamon_agent.core.logs import install_log_scrubbing
 
 __all__ = ["LlamonA2AApplication", "create_app"]
@@ -87,7 +86,8 @@ def create_app(
 ) -> Starlette:
     """The A2A Starlette app for ``agent`` (anything ``as_agent`` accepts) and its card.
 
-    Stores default to in-memory here (``serve`` opens the embedded SQLite default).
+    Stores default to the bounded in-memory ones here (``memory_stores()``: finished tasks
+    evicted past 10 000 or an hour); ``serve`` opens the embedded SQLite default.
     ``limits.input_modes`` defaults to the card's ``defaultInputModes``. Push notifications
     are accepted and sent only when the card declares the capability. ``auth`` must match
     what the card declares (``AuthConfig.from_card(card, key)``): a card that asks for
@@ -95,13 +95,14 @@ def create_app(
     card; a mismatch raises ``ValueError``.
     """
     install_log_scrubbing()
-    tasks = task_store or InMemoryTaskStore()
+    defaults = memory_stores()  # used for whichever store is not given
+    tasks = defaults.task_store if task_store is None else task_store
     limits = limits or RequestLimits(input_modes=tuple(card.default_input_modes) or None)
     executor = executor or CustomAgentExecutor(agent, limits=limits, task_store=tasks)
     push_enabled = bool(card.capabilities and card.capabilities.push_notifications)
-    push_store = (
-        (push_config_store or InMemoryPushNotificationConfigStore()) if push_enabled else None
-    )
+    push_store: PushNotificationConfigStore | None = None
+    if push_enabled:
+        push_store = defaults.push_config_store if push_config_store is None else push_config_store
     _check_auth_matches_card(card, auth)
     push_client = httpx.AsyncClient(timeout=10.0) if push_store is not None else None
     handler = LlamonRequestHandler(

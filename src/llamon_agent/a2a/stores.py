@@ -7,8 +7,9 @@ What the caller sees:
   when it returns. ``await stores.close()`` releases the database connections.
 * Without arguments the kind is ``postgres`` when ``LLAMON_DATABASE_URL`` is set, else
   ``sqlite``: the file ``tasks.db`` under ``llamon_home()`` (``LLAMON_HOME`` or
-  ``~/.llamon``), in WAL mode with a busy timeout so a second process can open it.
-  ``memory`` keeps everything in this process and loses it on exit (tests, demos).
+  ``~/.llamon``), served by llamon's own store (``sqlite_store``: WAL, one writer thread
+  with batched commits, a reader thread). ``memory`` keeps tasks in this process, evicting
+  finished ones past ``memory_limits`` (``memory_store``), and loses them on exit.
 * PostgreSQL DSNs are written the usual way (``postgresql://`` or ``postgres://``) and
   become ``postgresql+asyncpg://`` URLs; ``sslmode=`` becomes asyncpg's ``ssl=``.
 * Bad input raises ``ValueError`` naming what was wrong. A DSN's password never appears in
@@ -25,28 +26,42 @@ from __future__ import annotations
 import logging
 import os
 import re
-import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, Literal, get_args
+from typing import Final, Literal, get_args
 from uuid import uuid4
 
 from a2a.server.models import Base, PushNotificationConfigModel, TaskModel
 from a2a.server.tasks import (
     DatabasePushNotificationConfigStore,
     DatabaseTaskStore,
-    InMemoryPushNotificationConfigStore,
-    InMemoryTaskStore,
     PushNotificationConfigStore,
     TaskStore,
 )
 from a2a.types import Message, Role, Task, TaskState, TaskStatus
-from sqlalchemy import JSON, ColumnElement, event, or_, select, type_coerce
+from sqlalchemy import JSON, ColumnElement, or_, select, type_coerce
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from llamon_agent.a2a.memory_store import (
+    BoundedMemoryPushConfigStore,
+    BoundedMemoryTaskStore,
+    MemoryLimits,
+)
+from llamon_agent.a2a.sqlite_store import (
+    SQLITE_BUSY_TIMEOUT_MS,
+    SQLiteDatabase,
+    SQLitePushConfigStore,
+    SQLiteTaskStore,
+)
+from llamon_agent.a2a.workers import (
+    ORPHAN_STATES,
+    WORKER_ID_ENV,
+    WORKER_METADATA_KEY,
+    worker_id,
+)
 from llamon_agent.core.errors import (
     ApplicationErrorData,
     ErrorCode,
@@ -61,9 +76,11 @@ __all__ = [
     "SQLITE_FILENAME",
     "WORKER_ID_ENV",
     "WORKER_METADATA_KEY",
+    "MemoryLimits",
     "StoreKind",
     "Stores",
     "llamon_home",
+    "memory_stores",
     "normalize_postgres_dsn",
     "open_stores",
     "reconcile_orphaned_tasks",
@@ -81,22 +98,12 @@ HOME_ENV: Final = "LLAMON_HOME"
 DATABASE_URL_ENV: Final = "LLAMON_DATABASE_URL"
 """A PostgreSQL DSN; when set, ``open_stores()`` defaults to the ``postgres`` kind."""
 
-WORKER_ID_ENV: Final = "LLAMON_WORKER_ID"
-"""This process's worker identity; default the hostname."""
-
-WORKER_METADATA_KEY: Final = "llamon.worker"
-"""Task metadata key holding the ``worker_id()`` of the process that created the task."""
-
 SQLITE_FILENAME: Final = "tasks.db"
 """Name of the SQLite task file under the home directory."""
-
-SQLITE_BUSY_TIMEOUT_MS: Final = 5_000
-"""How long a SQLite connection waits for another writer's lock before failing."""
 
 _KINDS: Final[tuple[str, ...]] = get_args(StoreKind)
 _POSTGRES_SCHEMES: Final = frozenset({"postgresql", "postgres", "postgresql+asyncpg"})
 _LOGGED_IDS: Final = 20
-_ORPHAN_STATES: Final = (TaskState.submitted.value, TaskState.working.value)
 _USERINFO_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://[^:/@?#]*:)(.*)@")
 _PARAM_PASSWORD = re.compile(r"(password\s*=\s*)[^&\s#]*", re.IGNORECASE)
 
@@ -105,7 +112,8 @@ _PARAM_PASSWORD = re.compile(r"(password\s*=\s*)[^&\s#]*", re.IGNORECASE)
 class Stores:
     """The task store and push-config store an A2A server uses, and how to release them.
 
-    ``engine`` is the SQLAlchemy engine both stores share (``None`` for memory);
+    ``engine`` is the SQLAlchemy engine both PostgreSQL stores share and ``database`` the
+    ``SQLiteDatabase`` both SQLite stores share (each ``None`` otherwise);
     ``description`` says where the data lives, e.g. ``sqlite:/home/me/.llamon/tasks.db``,
     with any DSN password masked.
     """
@@ -115,15 +123,20 @@ class Stores:
     kind: StoreKind
     engine: AsyncEngine | None = None
     description: str = ""
+    database: SQLiteDatabase | None = None
 
     def __post_init__(self) -> None:
         if not self.description:
             self.description = self.kind
 
     async def close(self) -> None:
-        """Close the database connections (safe to call twice; a no-op for memory)."""
+        """Close the database connections (safe to call twice; a no-op for memory).
+
+        SQLite: the writes already queued are committed first."""
         if self.engine is not None:
             await self.engine.dispose()
+        if self.database is not None:
+            await self.database.close()
 
 
 def llamon_home() -> Path:
@@ -132,15 +145,6 @@ def llamon_home() -> Path:
     home = Path(configured).expanduser() if configured else Path.home() / ".llamon"
     home.mkdir(parents=True, exist_ok=True)
     return home
-
-
-def worker_id() -> str:
-    """This process's worker identity: ``$LLAMON_WORKER_ID`` or the hostname.
-
-    Several server processes on one host must each set ``LLAMON_WORKER_ID``, or one
-    process's reconciliation would end the tasks the others are still running.
-    """
-    return os.environ.get(WORKER_ID_ENV, "").strip() or socket.gethostname()
 
 
 def _mask_dsn(dsn: str) -> str:
@@ -201,22 +205,6 @@ def _resolve_kind(kind: str | None, dsn: str | None) -> tuple[StoreKind, str | N
     raise ValueError(f"unknown store kind {kind!r}: expected one of {', '.join(sorted(_KINDS))}")
 
 
-def _configure_sqlite_connection(dbapi_connection: Any, _connection_record: Any) -> None:
-    """On every new SQLite connection: wait for locks, then use write-ahead logging."""
-    cursor = dbapi_connection.cursor()
-    try:
-        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA journal_mode = WAL")
-    finally:
-        cursor.close()
-
-
-def _sqlite_engine(path: Path) -> AsyncEngine:
-    engine = create_async_engine(URL.create("sqlite+aiosqlite", database=str(path)))
-    event.listen(engine.sync_engine, "connect", _configure_sqlite_connection)
-    return engine
-
-
 def _postgres_engine(url: str) -> AsyncEngine:
     # pre-ping: a pooled connection cut by a server restart or failover is replaced
     # instead of failing the next request.
@@ -261,30 +249,61 @@ async def _open_database_stores(
     return Stores(task_store, push_store, kind, engine, description)
 
 
+async def _open_sqlite_stores(home: Path | None, push_encryption_key: bytes | None) -> Stores:
+    directory = home if home is not None else llamon_home()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory.resolve() / SQLITE_FILENAME
+    database = await SQLiteDatabase.open(path)
+    try:
+        push_store = SQLitePushConfigStore(database, encryption_key=push_encryption_key)
+    except BaseException:
+        await database.close()
+        raise
+    return Stores(
+        SQLiteTaskStore(database),
+        push_store,
+        "sqlite",
+        description=f"sqlite:{path}",
+        database=database,
+    )
+
+
+def memory_stores(limits: MemoryLimits | None = None) -> Stores:
+    """The ``memory`` kind, without awaiting: bounded task store, linked push store.
+
+    The push configs of an evicted task are dropped with it.
+    """
+    push_store = BoundedMemoryPushConfigStore()
+    task_store = BoundedMemoryTaskStore(limits, on_evict=push_store.forget)
+    return Stores(task_store, push_store, "memory")
+
+
 async def open_stores(
     kind: StoreKind | None = None,
     *,
     dsn: str | None = None,
     home: Path | None = None,
     push_encryption_key: bytes | None = None,
+    memory_limits: MemoryLimits | None = None,
 ) -> Stores:
     """Open the task and push-config stores of ``kind``, creating tables if needed.
 
     ``kind`` defaults to ``postgres`` when ``dsn`` or ``LLAMON_DATABASE_URL`` is set, else
     ``sqlite``. ``home`` is the SQLite directory (default ``llamon_home()``).
     ``push_encryption_key`` (a Fernet key) encrypts push configs at rest in a database;
-    memory stores ignore it. Raises ``ValueError`` for an unknown kind, a postgres store
-    without a DSN, or a DSN that is not a PostgreSQL URL; connection errors propagate.
+    memory stores ignore it. ``memory_limits`` bounds the memory store (default
+    ``MemoryLimits()``: 10 000 finished tasks, kept at most an hour). Raises
+    ``ValueError`` for an unknown kind, a postgres store without a DSN, a DSN that is not
+    a PostgreSQL URL, ``memory_limits`` for another kind, a SQLite file written by a newer
+    llamon, or a push key that is not a Fernet key; connection errors propagate.
     """
     resolved, raw_dsn = _resolve_kind(kind, dsn)
+    if memory_limits is not None and resolved != "memory":
+        raise ValueError(f"memory_limits= is only used by the memory store, not by {resolved!r}")
     if resolved == "memory":
-        return Stores(InMemoryTaskStore(), InMemoryPushNotificationConfigStore(), "memory")
+        return memory_stores(memory_limits)
     if resolved == "sqlite":
-        directory = home if home is not None else llamon_home()
-        directory.mkdir(parents=True, exist_ok=True)
-        path = directory.resolve() / SQLITE_FILENAME
-        engine = _sqlite_engine(path)
-        return await _open_database_stores(engine, "sqlite", f"sqlite:{path}", push_encryption_key)
+        return await _open_sqlite_stores(home, push_encryption_key)
     url = normalize_postgres_dsn(raw_dsn or "")
     description = f"postgres:{_mask_dsn(url)}"
     return await _open_database_stores(
@@ -301,10 +320,14 @@ def _orphan_filter(model: type[TaskModel], worker: str) -> list[ColumnElement[bo
     """
     state = type_coerce(model.status, JSON)["state"].as_string()
     stamp = type_coerce(model.task_metadata, JSON)[WORKER_METADATA_KEY].as_string()
-    return [state.in_(_ORPHAN_STATES), or_(stamp == worker, stamp.is_(None))]
+    return [state.in_(ORPHAN_STATES), or_(stamp == worker, stamp.is_(None))]
 
 
-async def _orphan_ids(store: DatabaseTaskStore, worker: str) -> list[str]:
+async def _orphan_ids(store: TaskStore, worker: str) -> list[str]:
+    if isinstance(store, SQLiteTaskStore):
+        return await store.unfinished_task_ids(worker)
+    assert isinstance(store, DatabaseTaskStore)  # noqa: S101 - reconcile_orphaned_tasks checks
+    await store.initialize()
     model = store.task_model
     query = select(model.id).where(*_orphan_filter(model, worker)).order_by(model.id)
     async with store.engine.connect() as connection:
@@ -314,7 +337,7 @@ async def _orphan_ids(store: DatabaseTaskStore, worker: str) -> list[str]:
 def _is_orphan(task: Task, worker: str) -> bool:
     """The same test as ``_orphan_filter``, on a loaded task (it may have moved on)."""
     stamp = (task.metadata or {}).get(WORKER_METADATA_KEY)
-    return task.status.state.value in _ORPHAN_STATES and (stamp is None or stamp == worker)
+    return task.status.state.value in ORPHAN_STATES and (stamp is None or stamp == worker)
 
 
 def _ended_as_failed(task: Task, error: ApplicationErrorData) -> Task:
@@ -336,7 +359,7 @@ def _ended_as_failed(task: Task, error: ApplicationErrorData) -> Task:
 
 
 async def _end_each(
-    store: DatabaseTaskStore,
+    store: TaskStore,
     ids: list[str],
     worker: str,
     error: ApplicationErrorData,
@@ -373,15 +396,14 @@ async def reconcile_orphaned_tasks(
     another worker's ``working`` task is most likely still running. Returns the ended ids,
     sorted; memory stores return ``[]`` (their tasks died with the process).
 
-    Cost: one query that scans the task table but returns only matching ids (the JSON
-    filters run in the database on both SQLite and PostgreSQL), then one ``get`` and one
-    ``save`` per orphan, so at most one task is in memory at a time.
+    Cost: one query that returns only matching ids (SQLite: a partial index over the
+    unfinished tasks; PostgreSQL: a scan with the JSON filters run in the database), then
+    one ``get`` and one ``save`` per orphan, so at most one task is in memory at a time.
     """
     store = stores.task_store
-    if stores.engine is None or not isinstance(store, DatabaseTaskStore):
+    if not isinstance(store, SQLiteTaskStore | DatabaseTaskStore):
         return []
     owner = worker if worker is not None else worker_id()
-    await store.initialize()
     error = make_application_error_data(code, reason, message, retriable=retriable)
     ended = await _end_each(store, await _orphan_ids(store, owner), owner, error)
     if ended:
