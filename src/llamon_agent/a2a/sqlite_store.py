@@ -186,9 +186,7 @@ class _ConnectionThread:
             while True:
                 batch, stop = self._take_batch()
                 if batch:
-                    self._deliver(
-                        self._run_batch(batch) if self._transactional else self._each(batch)
-                    )
+                    self._deliver(self._outcomes(batch))
                 if stop:
                     return
         finally:
@@ -209,6 +207,15 @@ class _ConnectionThread:
                 return batch, True
             batch.append(item)
         return batch, False
+
+    def _outcomes(self, batch: list[_Job]) -> list[tuple[_Job, Any, BaseException | None]]:
+        """Run ``batch``; whatever goes wrong, every job gets an answer (none is left
+        waiting forever)."""
+        try:
+            return self._run_batch(batch) if self._transactional else self._each(batch)
+        except Exception as exc:  # e.g. MemoryError while building results
+            logger.exception("SQLite %s thread failed a batch", self._thread.name)
+            return [(job, None, exc) for job in batch]
 
     def _run_batch(self, batch: list[_Job]) -> list[tuple[_Job, Any, BaseException | None]]:
         """One transaction for the batch. A job that raises is retried alone, so it fails
