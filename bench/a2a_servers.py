@@ -26,6 +26,35 @@ Variants (the same trivial agent on both sides):
                   (the a2a-sdk share of the failure path, without llamon's classification,
                   failure record and log line).
 
+Store variants (``bench_stores.py``; the trivial agent, the task store varies):
+
+``raw-memory``      ``raw`` (a2a-sdk ``InMemoryTaskStore``).
+``raw-sqlite``      the ``raw`` executor over a2a-sdk's ``DatabaseTaskStore`` as shipped:
+                    ``create_async_engine("sqlite+aiosqlite:///DB_DIR/raw.db")``, no pragmas,
+                    the table created at startup (``--db-dir`` required).
+``llamon-memory``   ``create_app(agent, card, task_store=..., push_config_store=...)`` over
+                    ``open_stores("memory")`` (``--max-finished N`` passes
+                    ``memory_limits=MemoryLimits(max_finished=N)`` when ``open_stores``
+                    takes it, else is ignored with a warning on stderr).
+``llamon-sqlite``   the same over ``open_stores("sqlite", home=DB_DIR)``.
+``llamon-postgres`` the same over ``open_stores("postgres", dsn=DSN)`` (``--dsn`` required).
+The stores are opened before the server starts and closed after it stops.
+
+Failure-promptness variants (``bench_stores.py failure``; the agent waits ``--io-delay``
+seconds, 0.010 by default, a stand-in for I/O; each serves ``message/send`` and
+``message/stream``):
+
+``raw-ok``            a raw executor: enqueue the task, sleep, one artifact, ``complete()``.
+``raw-raise``         the same, but it raises ``RuntimeError`` after the sleep (a2a-sdk's
+                      event consumer notices only at its next 0.5 s poll).
+``llamon-ok``         ``create_app`` with an agent whose ``invoke`` sleeps and returns a
+                      text, and whose ``stream`` sleeps and yields it as one chunk.
+``llamon-raise``      ``invoke`` sleeps and raises ``ComponentInvokeError("down")``;
+                      ``stream`` sleeps and raises it before its first chunk (llamon then
+                      falls back to ``invoke`` once, which sleeps and raises again).
+``llamon-raise-late`` ``stream`` sleeps, yields one chunk, then raises (no fallback);
+                      ``invoke`` as ``llamon-raise``.
+
 ``--profile FILE`` runs the server under cProfile and writes the stats to FILE on exit.
 ``--gc-freeze`` (diagnosis) calls ``gc.collect(); gc.freeze()`` once the app is built, so
 full collections no longer walk the objects the imports created.
@@ -36,13 +65,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import inspect
 import os
 import signal
 import socket
 import sys
 import threading
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 REPLY = "pong"
@@ -57,6 +87,12 @@ VARIANTS = (
     "raw-working",
     "raw-failed",
 )
+STORE_VARIANTS = ("raw-memory", "raw-sqlite", "llamon-memory", "llamon-sqlite", "llamon-postgres")
+FAILURE_VARIANTS = ("raw-ok", "raw-raise", "llamon-ok", "llamon-raise", "llamon-raise-late")
+ALL_VARIANTS = VARIANTS + STORE_VARIANTS + FAILURE_VARIANTS
+
+Close = Callable[[], Awaitable[None]]
+"""Releases what a variant opened (its stores); awaited after the server stops."""
 
 
 def bench_card() -> Any:
@@ -92,7 +128,13 @@ FAILED_DATA = {  # what llamon's failed answer carries for ComponentInvokeError(
 }
 
 
-def _raw_executor(chunks: tuple[str, ...], working: bool = False, fail: bool = False) -> Any:
+def _raw_executor(
+    chunks: tuple[str, ...],
+    working: bool = False,
+    fail: bool = False,
+    delay: float = 0.0,
+    raise_: bool = False,
+) -> Any:
     from a2a.server.agent_execution import AgentExecutor, RequestContext
     from a2a.server.events import EventQueue
     from a2a.server.tasks import TaskUpdater
@@ -113,6 +155,10 @@ def _raw_executor(chunks: tuple[str, ...], working: bool = False, fail: bool = F
                 )
                 await event_queue.enqueue_event(task)
             updater = TaskUpdater(event_queue, task.id, task.context_id)
+            if delay:  # a stand-in for the agent's I/O
+                await asyncio.sleep(delay)
+            if raise_:  # a2a-sdk sees this only through its event consumer's 0.5 s poll
+                raise RuntimeError("down")
             if working:
                 await updater.start_work()
             if fail:
@@ -135,12 +181,20 @@ def _raw_executor(chunks: tuple[str, ...], working: bool = False, fail: bool = F
     return RawExecutor()
 
 
-def _raw_app(chunks: tuple[str, ...], working: bool = False, fail: bool = False) -> Any:
+def _raw_app(
+    chunks: tuple[str, ...],
+    working: bool = False,
+    fail: bool = False,
+    task_store: Any = None,
+    executor: Any = None,
+) -> Any:
     from a2a.server.apps import A2AStarletteApplication
     from a2a.server.request_handlers import DefaultRequestHandler
     from a2a.server.tasks import InMemoryTaskStore
 
-    handler = DefaultRequestHandler(_raw_executor(chunks, working, fail), InMemoryTaskStore())
+    handler = DefaultRequestHandler(
+        executor or _raw_executor(chunks, working, fail), task_store or InMemoryTaskStore()
+    )
     return A2AStarletteApplication(bench_card(), handler).build()
 
 
@@ -189,18 +243,146 @@ def build_app(variant: str) -> Any:
     raise SystemExit(f"unknown variant {variant!r}; one of {', '.join(VARIANTS)}")
 
 
+# -- store variants ------------------------------------------------------------------------
+
+
+async def _raw_sqlite_store(db_dir: str) -> tuple[Any, Close]:
+    """a2a-sdk's ``DatabaseTaskStore`` as shipped: aiosqlite, no pragmas, table created."""
+    from a2a.server.tasks import DatabaseTaskStore
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    engine = create_async_engine(f"sqlite+aiosqlite:///{db_dir}/raw.db")
+    store = DatabaseTaskStore(engine)
+    try:
+        await store.initialize()  # create_table=True: CREATE TABLE IF NOT EXISTS
+    except BaseException:
+        await engine.dispose()
+        raise
+    return store, engine.dispose
+
+
+def memory_limits_kwargs(max_finished: int | None) -> dict[str, Any]:
+    """``memory_limits=MemoryLimits(max_finished=N)`` for ``open_stores`` if it takes one.
+
+    Empty (and a warning on stderr) when ``open_stores`` or ``MemoryLimits`` predates it.
+    """
+    if max_finished is None:
+        return {}
+    from llamon_agent.a2a.stores import open_stores
+
+    if "memory_limits" in inspect.signature(open_stores).parameters:
+        try:
+            from llamon_agent.a2a.memory_store import (  # type: ignore[import-not-found, unused-ignore]
+                MemoryLimits,
+            )
+        except ImportError:
+            pass
+        else:
+            return {"memory_limits": MemoryLimits(max_finished=max_finished)}
+    print(
+        "warning: open_stores() takes no memory_limits yet; --max-finished ignored",
+        file=sys.stderr,
+        flush=True,
+    )
+    return {}
+
+
+async def _store_app(variant: str, options: argparse.Namespace) -> tuple[Any, Close | None]:
+    if variant == "raw-memory":
+        return _raw_app((REPLY,)), None
+    if variant == "raw-sqlite":
+        if not options.db_dir:
+            raise SystemExit("raw-sqlite needs --db-dir")
+        store, close = await _raw_sqlite_store(options.db_dir)
+        return _raw_app((REPLY,), task_store=store), close
+
+    from pathlib import Path
+
+    from llamon_agent.a2a.agent import AgentContext
+    from llamon_agent.a2a.server import create_app
+    from llamon_agent.a2a.stores import open_stores
+
+    async def trivial(ctx: AgentContext) -> str:
+        return REPLY
+
+    if variant == "llamon-memory":
+        stores = await open_stores("memory", **memory_limits_kwargs(options.max_finished))
+    elif variant == "llamon-sqlite":
+        if not options.db_dir:
+            raise SystemExit("llamon-sqlite needs --db-dir")
+        stores = await open_stores("sqlite", home=Path(options.db_dir))
+    elif variant == "llamon-postgres":
+        if not options.dsn:
+            raise SystemExit("llamon-postgres needs --dsn")
+        stores = await open_stores("postgres", dsn=options.dsn)
+    else:
+        raise SystemExit(f"unknown store variant {variant!r}")
+    try:
+        app = create_app(
+            trivial,
+            bench_card(),
+            task_store=stores.task_store,
+            push_config_store=stores.push_config_store,
+        )
+    except BaseException:
+        await stores.close()
+        raise
+    return app, stores.close
+
+
+# -- failure-promptness variants -----------------------------------------------------------
+
+
+def _failure_app(variant: str, delay: float) -> Any:
+    if variant in ("raw-ok", "raw-raise"):
+        executor = _raw_executor((REPLY,), delay=delay, raise_=variant == "raw-raise")
+        return _raw_app((REPLY,), executor=executor)
+
+    from llamon_agent.a2a.agent import AgentContext
+    from llamon_agent.a2a.server import create_app
+    from llamon_agent.exceptions import ComponentInvokeError
+
+    fail = variant != "llamon-ok"
+    late = variant == "llamon-raise-late"
+
+    class IOAgent:
+        """Waits ``delay`` (I/O), then answers or raises ``ComponentInvokeError("down")``."""
+
+        async def invoke(self, ctx: AgentContext) -> str:
+            await asyncio.sleep(delay)
+            if fail:
+                raise ComponentInvokeError("down")
+            return REPLY
+
+        async def stream(self, ctx: AgentContext) -> AsyncIterator[str]:
+            await asyncio.sleep(delay)
+            if fail and not late:
+                raise ComponentInvokeError("down")  # before the first chunk
+            yield REPLY
+            if fail:
+                raise ComponentInvokeError("down")  # after it
+
+    return create_app(IOAgent(), bench_card())
+
+
+async def open_app(variant: str, options: argparse.Namespace) -> tuple[Any, Close | None]:
+    """The app for ``variant`` and what to await once the server has stopped (or None)."""
+    if variant in STORE_VARIANTS:
+        return await _store_app(variant, options)
+    if variant in FAILURE_VARIANTS:
+        return _failure_app(variant, options.io_delay), None
+    return build_app(variant), None
+
+
 # -- serving -------------------------------------------------------------------------------
 
 
-def serve(variant: str, max_seconds: float, profile: str | None, gc_freeze: bool) -> None:
+def serve(options: argparse.Namespace) -> None:
+    """Serve ``options.variant`` until stdin closes, SIGTERM/SIGINT or ``--max-seconds``."""
     import gc
 
     import uvicorn
 
-    app = build_app(variant)
-    if gc_freeze:  # diagnosis: keep the import-time heap out of every full collection
-        gc.collect()
-        gc.freeze()
     # proto=IPPROTO_TCP matters: asyncio sets TCP_NODELAY on accepted sockets only when
     # the listening socket says TCP; with proto 0 every keep-alive response after the
     # first waits ~40 ms (Nagle + delayed ACK) between its headers and its body.
@@ -208,12 +390,12 @@ def serve(variant: str, max_seconds: float, profile: str | None, gc_freeze: bool
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(1024)
-    server = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False, workers=1)
-    )
+    state: dict[str, Any] = {"stop": False, "server": None}
 
     def stop(*_: object) -> None:
-        server.should_exit = True
+        state["stop"] = True
+        if state["server"] is not None:
+            state["server"].should_exit = True
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
@@ -227,38 +409,63 @@ def serve(variant: str, max_seconds: float, profile: str | None, gc_freeze: bool
         stop()
 
     threading.Thread(target=watch_stdin, daemon=True).start()
-    timer = threading.Timer(max_seconds, stop)
+    timer = threading.Timer(options.max_seconds, stop)
     timer.daemon = True
     timer.start()
 
     async def main() -> None:
-        task = asyncio.create_task(server.serve(sockets=[sock]))
-        while not server.started and not task.done():  # noqa: ASYNC110 - uvicorn has no event
-            await asyncio.sleep(0.01)
-        print(f"PORT {sock.getsockname()[1]}", flush=True)
-        await task
+        # stores are opened on the loop that serves (their connections belong to it)
+        app, close = await open_app(options.variant, options)
+        try:
+            if options.gc_freeze:  # diagnosis: keep the import-time heap out of full GCs
+                gc.collect()
+                gc.freeze()
+            server = uvicorn.Server(
+                uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False, workers=1)
+            )
+            state["server"] = server
+            server.should_exit = state["stop"]
+            task = asyncio.create_task(server.serve(sockets=[sock]))
+            while not server.started and not task.done():  # noqa: ASYNC110 - no event
+                await asyncio.sleep(0.01)
+            print(f"PORT {sock.getsockname()[1]}", flush=True)
+            await task
+        finally:
+            if close is not None:  # the stores: after the app's own shutdown
+                await close()
 
-    profiler = cProfile.Profile() if profile else None
+    profiler = cProfile.Profile() if options.profile else None
     if profiler is not None:
         profiler.enable()  # uvicorn handles SIGINT/SIGTERM itself while it serves
     try:
         asyncio.run(main())
     finally:
-        if profiler is not None and profile is not None:
+        if profiler is not None and options.profile is not None:
             profiler.disable()
-            profiler.dump_stats(profile)
+            profiler.dump_stats(options.profile)
         sock.close()
     os._exit(0)  # the stdin watcher and the timer must not keep the process alive
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("variant", choices=VARIANTS)
+    parser.add_argument("variant", choices=ALL_VARIANTS)
     parser.add_argument("--max-seconds", type=float, default=300.0)
     parser.add_argument("--profile", metavar="FILE", default=None)
     parser.add_argument("--gc-freeze", action="store_true", help="gc.freeze() after startup")
+    parser.add_argument("--db-dir", default=None, help="SQLite directory (the sqlite variants)")
+    parser.add_argument("--dsn", default=None, help="PostgreSQL DSN (llamon-postgres)")
+    parser.add_argument(
+        "--max-finished", type=int, default=None,
+        help="llamon-memory: MemoryLimits(max_finished=N), if open_stores takes memory_limits",
+    )  # fmt: skip
+    parser.add_argument(
+        "--io-delay", type=float, default=0.010, help="failure variants: the agent's I/O wait (s)"
+    )
     args = parser.parse_args()
-    serve(args.variant, args.max_seconds, args.profile, args.gc_freeze)
+    if args.db_dir:
+        args.db_dir = os.path.abspath(args.db_dir)
+    serve(args)
 
 
 if __name__ == "__main__":

@@ -110,8 +110,16 @@ def child_env(args: argparse.Namespace) -> dict[str, str]:
 class Server:
     """One benchmark server process; ``stop()`` closes its stdin and waits."""
 
-    def __init__(self, variant: str, args: argparse.Namespace, log: Path, profile: Path | None):
+    def __init__(
+        self,
+        variant: str,
+        args: argparse.Namespace,
+        log: Path,
+        profile: Path | None,
+        extra: Sequence[str] = (),
+    ):
         cmd = [sys.executable, str(SERVERS), variant, "--max-seconds", str(args.max_seconds)]
+        cmd += extra  # more a2a_servers.py options (bench_stores.py: --db-dir, --dsn, ...)
         if profile is not None:
             cmd += ["--profile", str(profile)]
         if args.gc_freeze:

@@ -17,7 +17,13 @@ weighs the same on both.
   body must hold ``--expect`` (``"state":"completed"`` by default), else it is an error.
 * ``stream``: ``message/stream`` (SSE over chunked encoding); per request the time to the
   first ``data:`` event (ttfe), to the first ``artifact-update`` event (ttfc), and to the
-  end of the stream (latency). The last event must hold ``--expect``.
+  end of the stream (latency). The last event must hold ``--expect``. With ``--allow-cut``
+  a stream the server breaks off after at least one event (the connection closes before
+  the last chunk, as a2a-sdk does when an executor raises) ends at the cut and its "last
+  event" is ``(stream cut)``: pass ``--expect '(stream cut)'`` to require exactly that.
+
+Errors are counted, the first one is kept whole, and ``error_kinds`` counts them by a
+short key (the JSON-RPC error code and message, the task state found, or the exception).
 
 Why not httpx: its own CPU per request grows with concurrency and would be measured
 instead of the server (see DESIGN.md). This client spends ~100 us of CPU per send
@@ -31,8 +37,10 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import sys
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -42,8 +50,29 @@ SEND_TEMPLATE = (
 )
 
 
+STREAM_CUT = b"(stream cut)"
+"""The "last event" of a stream the server broke off (``--allow-cut``)."""
+
+
 class ProtocolError(Exception):
     """The server answered something this client does not understand."""
+
+
+_RPC_ERROR = re.compile(rb'"code":\s*(-?\d+)\s*,\s*"message":\s*"([^"]{0,80})')
+_STATE = re.compile(rb'"state":\s*"([a-z-]+)"')
+
+
+def error_key(payload: bytes) -> str:
+    """A short, id-free description of an unexpected answer, to count errors by kind."""
+    if payload == STREAM_CUT:
+        return "stream cut"
+    found = _RPC_ERROR.search(payload)
+    if found is not None and b'"error"' in payload:
+        return f"JSON-RPC error {found[1].decode()}: {found[2].decode(errors='replace')}"
+    states = _STATE.findall(payload)
+    if states:
+        return f"state {states[-1].decode()}"
+    return f"answer {payload[:60]!r}"
 
 
 @dataclass
@@ -53,9 +82,11 @@ class Stats:
     ttfc: list[float] = field(default_factory=list)
     errors: int = 0
     first_error: str | None = None
+    kinds: Counter[str] = field(default_factory=Counter)
 
-    def error(self, text: str) -> None:
+    def error(self, text: str, key: str | None = None) -> None:
         self.errors += 1
+        self.kinds[key or text[:100]] += 1
         if self.first_error is None:
             self.first_error = text[:500]
 
@@ -121,8 +152,14 @@ class Connection:
             raise ProtocolError(f"HTTP {status}: {payload[:300]!r}")
         return payload
 
-    async def stream(self, body: bytes, t0: float) -> tuple[float, float | None, bytes]:
-        """Send a message/stream; (ttfe, ttfc, last event) with times since ``t0``."""
+    async def stream(
+        self, body: bytes, t0: float, allow_cut: bool = False
+    ) -> tuple[float, float | None, bytes]:
+        """Send a message/stream; (ttfe, ttfc, last event) with times since ``t0``.
+
+        With ``allow_cut``, a stream the server breaks off after its first event returns
+        ``STREAM_CUT`` as its last event (the connection is then dead: reopen it).
+        """
         assert self.reader is not None
         assert self.writer is not None
         self.writer.write(self.request(body, stream=True))
@@ -133,21 +170,28 @@ class Connection:
         ttfc: float | None = None
         last = b""
         buffer = b""
-        async for chunk in self._chunks():
-            buffer += chunk.replace(b"\r\n", b"\n")
-            while b"\n\n" in buffer:
-                event, buffer = buffer.split(b"\n\n", 1)
-                data = b"\n".join(
-                    line[5:].lstrip() for line in event.split(b"\n") if line.startswith(b"data:")
-                )
-                if not data:
-                    continue  # a comment (ping) or an empty event
-                now = time.perf_counter() - t0
-                if ttfe < 0:
-                    ttfe = now
-                if ttfc is None and b'"artifact-update"' in data:
-                    ttfc = now
-                last = data
+        try:
+            async for chunk in self._chunks():
+                buffer += chunk.replace(b"\r\n", b"\n")
+                while b"\n\n" in buffer:
+                    event, buffer = buffer.split(b"\n\n", 1)
+                    data = b"\n".join(
+                        line[5:].lstrip()
+                        for line in event.split(b"\n")
+                        if line.startswith(b"data:")
+                    )
+                    if not data:
+                        continue  # a comment (ping) or an empty event
+                    now = time.perf_counter() - t0
+                    if ttfe < 0:
+                        ttfe = now
+                    if ttfc is None and b'"artifact-update"' in data:
+                        ttfc = now
+                    last = data
+        except asyncio.IncompleteReadError:
+            if not allow_cut or ttfe < 0:
+                raise
+            return ttfe, ttfc, STREAM_CUT
         if ttfe < 0:
             raise ProtocolError("the stream ended without a data event")
         return ttfe, ttfc, last
@@ -209,14 +253,18 @@ async def worker(index: int, args: argparse.Namespace, phase: Phase, stats: Stat
             t0 = time.perf_counter()
             try:
                 if args.mode == "stream":
-                    ttfe, ttfc, payload = await conn.stream(body, t0)
+                    ttfe, ttfc, payload = await conn.stream(body, t0, args.allow_cut)
                 else:
                     payload = await conn.send(body)
                 elapsed = time.perf_counter() - t0
+                if payload == STREAM_CUT:  # the server closed this connection
+                    conn.close()
+                    await conn.open()
                 if expect not in payload:
-                    raise ProtocolError(f"{args.expect!r} not in {payload[:400]!r}")
+                    stats.error(f"{args.expect!r} not in {payload[:400]!r}", error_key(payload))
+                    continue
             except (ProtocolError, OSError, asyncio.IncompleteReadError, ValueError) as exc:
-                stats.error(f"{type(exc).__name__}: {exc}")
+                stats.error(f"{type(exc).__name__}: {exc}", f"{type(exc).__name__}: {exc}"[:100])
                 conn.close()
                 await conn.open()
                 continue
@@ -270,8 +318,9 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
     except TimeoutError:  # the window's time cap came first
         phase.end()
     done, pending = await asyncio.wait(workers, timeout=args.request_timeout)
-    for task in pending:
+    for task in pending:  # a request still unanswered --request-timeout s after the window
         task.cancel()
+        stats.error(f"no answer {args.request_timeout} s after the window closed", "no answer")
     for task in done:
         if task.exception() is not None:
             stats.error(f"worker: {task.exception()!r}")
@@ -284,6 +333,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         "requests": count,
         "errors": stats.errors,
         "first_error": stats.first_error,
+        "error_kinds": dict(stats.kinds),
         "seconds": round(elapsed, 3),
         "rps": count / elapsed if elapsed > 0 else 0.0,
         "p50_ms": percentile(stats.latencies, 50),
@@ -324,6 +374,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--request-timeout", type=float, default=10.0)
     parser.add_argument("--server-pid", type=int, default=None, help="report its CPU use")
     parser.add_argument("--expect", default='"state":"completed"')
+    parser.add_argument(
+        "--allow-cut", action="store_true",
+        help="stream: a stream broken off after its first event ends there, as '(stream cut)'",
+    )  # fmt: skip
     parser.add_argument("--samples", action="store_true", help="include every latency sample")
     args = parser.parse_args(argv)
     if args.host not in ("127.0.0.1", "localhost", "::1"):
