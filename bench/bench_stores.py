@@ -692,11 +692,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     group.add_argument("--max-seconds", type=float, default=1800.0, help="server lifetime cap")
     group.add_argument("--no-a2a-otel", action="store_true", help="a2a-sdk tracing spans off")
     group.add_argument("--logs", type=Path, default=None, help="keep the server logs here")
+    group.add_argument(
+        "--gc-freeze", action="store_true", help="diagnosis: servers gc.freeze() after startup"
+    )
     args = parser.parse_args(argv)
     for key, value in (QUICK if args.quick else FULL).items():
         if getattr(args, key) is None:
             setattr(args, key, value)
-    args.gc_freeze = False  # base.Server reads it
     return args
 
 
