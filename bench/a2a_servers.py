@@ -87,7 +87,14 @@ VARIANTS = (
     "raw-working",
     "raw-failed",
 )
-STORE_VARIANTS = ("raw-memory", "raw-sqlite", "llamon-memory", "llamon-sqlite", "llamon-postgres")
+STORE_VARIANTS = (
+    "raw-memory",
+    "raw-sqlite",
+    "llamon-memory",
+    "llamon-sqlite",
+    "llamon-serve",
+    "llamon-postgres",
+)
 FAILURE_VARIANTS = ("raw-ok", "raw-raise", "llamon-ok", "llamon-raise", "llamon-raise-late")
 ALL_VARIANTS = VARIANTS + STORE_VARIANTS + FAILURE_VARIANTS
 
@@ -377,6 +384,37 @@ async def open_app(variant: str, options: argparse.Namespace) -> tuple[Any, Clos
 # -- serving -------------------------------------------------------------------------------
 
 
+async def _serve_agent(options: argparse.Namespace, state: dict[str, Any]) -> None:
+    """``llamon-serve``: the trivial agent through ``serve_agent`` itself, as ``llamon
+    serve`` runs it (SQLite under LLAMON_HOME = --db-dir, reconciliation, gc.freeze)."""
+    from llamon_agent.a2a.agent import AgentContext
+    from llamon_agent.a2a.serve import ServeOptions, serve_agent
+
+    if not options.db_dir:
+        raise SystemExit("llamon-serve needs --db-dir")
+    os.environ["LLAMON_HOME"] = options.db_dir
+
+    async def trivial(ctx: AgentContext) -> str:
+        return REPLY
+
+    shutdown = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    state["wake"] = lambda: loop.call_soon_threadsafe(shutdown.set)
+    if state["stop"]:
+        shutdown.set()
+
+    def ready(url: str) -> None:
+        print(f"PORT {url.rstrip('/').rsplit(':', 1)[1]}", flush=True)
+
+    await serve_agent(
+        trivial,
+        bench_card(),
+        ServeOptions(port=0, store="sqlite", gc_freeze=not options.no_gc_freeze),
+        on_ready=ready,
+        shutdown=shutdown,
+    )
+
+
 def serve(options: argparse.Namespace) -> None:
     """Serve ``options.variant`` until stdin closes, SIGTERM/SIGINT or ``--max-seconds``."""
     import gc
@@ -396,6 +434,8 @@ def serve(options: argparse.Namespace) -> None:
         state["stop"] = True
         if state["server"] is not None:
             state["server"].should_exit = True
+        if state.get("wake") is not None:
+            state["wake"]()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
@@ -414,6 +454,9 @@ def serve(options: argparse.Namespace) -> None:
     timer.start()
 
     async def main() -> None:
+        if options.variant == "llamon-serve":
+            await _serve_agent(options, state)
+            return
         # stores are opened on the loop that serves (their connections belong to it)
         app, close = await open_app(options.variant, options)
         try:
@@ -453,6 +496,9 @@ def main() -> None:
     parser.add_argument("--max-seconds", type=float, default=300.0)
     parser.add_argument("--profile", metavar="FILE", default=None)
     parser.add_argument("--gc-freeze", action="store_true", help="gc.freeze() after startup")
+    parser.add_argument(
+        "--no-gc-freeze", action="store_true", help="llamon-serve: ServeOptions(gc_freeze=False)"
+    )
     parser.add_argument("--db-dir", default=None, help="SQLite directory (the sqlite variants)")
     parser.add_argument("--dsn", default=None, help="PostgreSQL DSN (llamon-postgres)")
     parser.add_argument(

@@ -10,9 +10,11 @@ What is measured (``bench/README.md``, "Stores and failure promptness", says how
 1. ``throughput``: ``message/send`` to a trivial agent at c = 1, 16, 64, over each task
    store: ``raw-memory`` and ``raw-sqlite`` (a2a-sdk's ``InMemoryTaskStore`` and its
    ``DatabaseTaskStore`` on aiosqlite as shipped: the baseline), ``llamon-memory`` and
-   ``llamon-sqlite`` (``create_app`` over ``open_stores("memory" | "sqlite")``), and
-   ``llamon-postgres`` with ``--postgres DSN``. Targets: llamon-sqlite >= 5 x raw-sqlite
-   throughput at c=16 and c=64; llamon-sqlite p99 <= 100 ms at c=16.
+   ``llamon-sqlite`` (``create_app`` over ``open_stores("memory" | "sqlite")``),
+   ``llamon-serve`` (the same agent through ``serve_agent``, as ``llamon serve`` runs it:
+   SQLite, reconciliation, ``gc.freeze``), and ``llamon-postgres`` with ``--postgres DSN``.
+   Targets, for llamon-sqlite and llamon-serve: >= 5 x raw-sqlite throughput at c=16 and
+   c=64; p99 <= 100 ms at c=16.
 2. ``failure``: at c=1, the latency of an agent that waits 10 ms (its I/O) and answers,
    against the same agent raising after the wait; raw a2a-sdk and llamon, ``message/send``
    and ``message/stream``. The figure is ``raise p50 - ok p50``: how much later a failure
@@ -58,12 +60,13 @@ FAILED = '"state":"failed"'
 RPC_INTERNAL_ERROR = '"code":-32603'  # what raw a2a-sdk answers when its executor raises
 STREAM_CUT = loadgen.STREAM_CUT.decode()
 
-STORE_VARIANTS = ("raw-memory", "raw-sqlite", "llamon-memory", "llamon-sqlite")
+STORE_VARIANTS = ("raw-memory", "raw-sqlite", "llamon-memory", "llamon-sqlite", "llamon-serve")
+SQLITE_TARGETED = ("llamon-sqlite", "llamon-serve")  # the targets apply to both
 POSTGRES_VARIANT = "llamon-postgres"
 BASELINE = "raw-sqlite"
-TARGET_SPEEDUP = 5.0  # llamon-sqlite / raw-sqlite throughput, at these concurrencies:
+TARGET_SPEEDUP = 5.0  # llamon-sqlite (and -serve) / raw-sqlite throughput, at these concurrencies:
 SPEEDUP_AT = (16, 64)
-TARGET_P99_MS = 100.0  # llamon-sqlite p99 at c=16
+TARGET_P99_MS = 100.0  # llamon-sqlite (and -serve) p99 at c=16
 P99_AT = 16
 TARGET_FAILURE_MS = 5.0  # llamon raise p50 - ok p50
 TARGET_RSS_RATIO = 1.10
@@ -175,7 +178,7 @@ def fmt(value: float | None, digits: int = 2) -> str:
 
 def store_options(name: str, run_dir: Path, args: argparse.Namespace) -> list[str]:
     """The a2a_servers.py options of a store variant (a fresh database directory each)."""
-    if name in ("raw-sqlite", "llamon-sqlite"):
+    if name in ("raw-sqlite", *SQLITE_TARGETED):
         directory = run_dir / name  # both on the file system of the same temporary dir
         directory.mkdir()
         return ["--db-dir", str(directory)]
@@ -294,7 +297,7 @@ def summarize_throughput(
             aggregate = base.agg_rps(a) / den_rps if den_rps else None
             cpu_a, cpu_b = base.cpu_per_req(a), base.cpu_per_req(b)
             cpu = cpu_b / cpu_a if cpu_a and cpu_b else None
-            target = TARGET_SPEEDUP if num == "llamon-sqlite" and c in SPEEDUP_AT else None
+            target = TARGET_SPEEDUP if num in SQLITE_TARGETED and c in SPEEDUP_AT else None
             note = ""
             busy = foreign.get(c)
             if busy is not None and busy > base.NOISY:
@@ -323,7 +326,7 @@ def summarize_throughput(
         lines.append("")
         for name in results:
             p99 = figures["variants"][name][P99_AT]["p99_ms"]
-            target = TARGET_P99_MS if name == "llamon-sqlite" else None
+            target = TARGET_P99_MS if name in SQLITE_TARGETED else None
             note = (
                 verdict(p99 is not None and p99 <= target, f"<= {target:g} ms")
                 if target is not None

@@ -11,12 +11,15 @@ import pytest
 from a2a.client.errors import A2AClientJSONRPCError
 from a2a.server.tasks import TaskStore
 from a2a.types import (
+    Artifact,
+    Part,
     PushNotificationAuthenticationInfo,
     PushNotificationConfig,
     Task,
     TaskQueryParams,
     TaskState,
     TaskStatus,
+    TextPart,
 )
 
 from llamon_agent.a2a.agent import AgentContext
@@ -120,12 +123,28 @@ def test_limits_accept_edge_values() -> None:
 # -- task store: basics ----------------------------------------------------------------
 
 
-async def test_save_get_keeps_the_object_as_given() -> None:
+async def test_save_get_keeps_an_unfinished_task_as_given() -> None:
     tasks = store()
     saved = task("a", TaskState.working)
     await tasks.save(saved)
     assert await tasks.get("a") is saved
     assert await tasks.get("nope") is None
+
+
+async def test_a_finished_task_is_kept_as_a_snapshot() -> None:
+    tasks = store()
+    saved = task("a", TaskState.completed)
+    saved.artifacts = [Artifact(artifact_id="r", parts=[Part(root=TextPart(text="report"))])]
+    await tasks.save(saved)
+    saved.artifacts[0].parts[0].root.text = "changed after the save"
+
+    first, second = await tasks.get("a"), await tasks.get("a")
+    assert first is not None
+    assert first is not saved
+    assert first is not second  # each get parses its own copy
+    assert first == second
+    assert first.artifacts is not None
+    assert first.artifacts[0].parts[0].root.text == "report"
 
 
 async def test_an_empty_store_is_truthy() -> None:
@@ -258,7 +277,7 @@ async def test_resaving_a_finished_task_does_not_make_it_younger() -> None:
     clock.now += 40
     replacement = task("a", TaskState.failed)  # a reconciliation writes a new object
     await tasks.save(replacement)
-    assert await tasks.get("a") is replacement
+    assert await tasks.get("a") == replacement
     # still the oldest finished: a third finished task pushes "a" out, not "b"
     await tasks.save(task("c"))
     assert evicted == ["a"]

@@ -1,53 +1,72 @@
-"""``serve_agent``: what it does to the process around serving (``gc.freeze``)."""
+"""The startup heap is frozen out of full garbage collections (``create_app(gc_freeze=)``),
+by ``create_app`` itself and so by ``serve_agent`` / ``llamon serve``."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from llamon_agent.a2a.serve import ServeOptions, serve_agent
+from llamon_agent.a2a.server import create_app, freeze_startup_heap
 
-from .server_utils import a2a_client, make_card, send, user_message
+from .server_utils import a2a_client, make_card, running_server, send, user_message
 
 
 async def pong(ctx: object) -> str:
     return "pong"
 
 
-async def _freeze_counts(options: ServeOptions) -> tuple[int, int]:
-    """Frozen objects while serving (after one request) and after serving ended."""
+@pytest.fixture(autouse=True)
+def thawed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Each test starts with nothing frozen (earlier servers in this process froze it)."""
+    monkeypatch.setenv("LLAMON_HOME", str(tmp_path))
+    monkeypatch.delenv("LLAMON_DATABASE_URL", raising=False)
+    gc.unfreeze()
+    yield
+    gc.unfreeze()
+
+
+async def _frozen_while_serving(gc_freeze: bool) -> int:
+    app = create_app(pong, make_card(), gc_freeze=gc_freeze)
+    async with running_server(app) as url, a2a_client(url) as client:
+        task = await send(client, user_message("hi"))
+        assert task.status.state.value == "completed"
+        return gc.get_freeze_count()
+
+
+async def test_create_app_freezes_the_startup_heap() -> None:
+    assert await _frozen_while_serving(gc_freeze=True) > 10_000  # imports, the app
+
+
+async def test_gc_freeze_can_be_turned_off() -> None:
+    assert await _frozen_while_serving(gc_freeze=False) == 0
+
+
+def test_freezing_happens_once_per_process() -> None:
+    freeze_startup_heap()
+    frozen = gc.get_freeze_count()
+    garbage_to_be = [object() for _ in range(1000)]
+    freeze_startup_heap()  # a second app in the same process: nothing more is frozen
+    assert gc.get_freeze_count() == frozen
+    del garbage_to_be
+
+
+async def test_serve_agent_passes_its_option_on() -> None:
     ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     shutdown = asyncio.Event()
+    options = ServeOptions(port=0, store="sqlite", gc_freeze=False)
     server = asyncio.create_task(
         serve_agent(pong, make_card(), options, on_ready=ready.set_result, shutdown=shutdown)
     )
     try:
         url = await asyncio.wait_for(ready, timeout=30)
         async with a2a_client(url.rstrip("/")) as client:
-            task = await send(client, user_message("hi"))
-        assert task.status.state.value == "completed"
-        serving = gc.get_freeze_count()
+            await send(client, user_message("hi"))
+        assert gc.get_freeze_count() == 0
     finally:
         shutdown.set()
         await asyncio.wait_for(server, timeout=30)
-    return serving, gc.get_freeze_count()
-
-
-@pytest.fixture(autouse=True)
-def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LLAMON_HOME", str(tmp_path))
-    monkeypatch.delenv("LLAMON_DATABASE_URL", raising=False)
-
-
-async def test_startup_objects_are_frozen_while_serving_and_thawed_after() -> None:
-    serving, after = await _freeze_counts(ServeOptions(port=0, store="sqlite"))
-    assert serving > 10_000  # the imports and the app, out of the collector's full passes
-    assert after == 0
-
-
-async def test_gc_freeze_can_be_turned_off() -> None:
-    serving, after = await _freeze_counts(ServeOptions(port=0, store="memory", gc_freeze=False))
-    assert (serving, after) == (0, 0)

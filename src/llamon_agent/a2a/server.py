@@ -10,6 +10,7 @@ Building an app installs log scrubbing (``core.logs``) for the libraries underne
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -35,7 +36,7 @@ from llamon_agent.a2a.protocol import RequestLimits, with_protocol_data
 from llamon_agent.a2a.stores import memory_stores
 from llamon_agent.core.logs import install_log_scrubbing
 
-__all__ = ["LlamonA2AApplication", "create_app"]
+__all__ = ["LlamonA2AApplication", "create_app", "freeze_startup_heap"]
 
 logger = logging.getLogger("llamon_agent.a2a")
 
@@ -73,6 +74,19 @@ def _check_auth_matches_card(card: AgentCard, auth: AuthConfig | None) -> None:
         )
 
 
+def freeze_startup_heap() -> None:
+    """Once per process: collect garbage, then move every object alive now (modules, the
+    app, caches) to the collector's permanent generation. Later calls do nothing.
+
+    Full collections otherwise walk that whole heap -- tens of milliseconds on a 2-core
+    machine, landing on whichever request is running. Objects frozen here are never
+    examined for cycles again; ones freed by reference counting are still freed.
+    """
+    if gc.get_freeze_count() == 0:
+        gc.collect()
+        gc.freeze()
+
+
 def create_app(
     agent: object,
     card: AgentCard,
@@ -83,6 +97,7 @@ def create_app(
     auth: AuthConfig | None = None,
     executor: CustomAgentExecutor | None = None,
     on_shutdown: Callable[[], Any] | None = None,
+    gc_freeze: bool = True,
 ) -> Starlette:
     """The A2A Starlette app for ``agent`` (anything ``as_agent`` accepts) and its card.
 
@@ -92,7 +107,10 @@ def create_app(
     are accepted and sent only when the card declares the capability. ``auth`` must match
     what the card declares (``AuthConfig.from_card(card, key)``): a card that asks for
     credentials is never served open, and a server that checks credentials says so in its
-    card; a mismatch raises ``ValueError``.
+    card; a mismatch raises ``ValueError``. ``gc_freeze`` (default on): at startup, once
+    per process, ``gc.collect(); gc.freeze()``, so the garbage collector's full passes
+    under load walk only what requests create, not the startup heap (p99 at 16 concurrent
+    sends on SQLite: ~95-130 ms -> ~35-45 ms, bench/README.md).
     """
     install_log_scrubbing()
     defaults = memory_stores()  # used for whichever store is not given
@@ -116,6 +134,8 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        if gc_freeze:
+            freeze_startup_heap()
         try:
             yield
         finally:
