@@ -161,8 +161,18 @@ class Server:
         self._log.close()
 
 
-def start_servers(names: Sequence[str], args: argparse.Namespace, logdir: Path) -> list[Server]:
-    servers = [Server(n, args, logdir / f"{n}.log", None) for n in names]
+def start_servers(
+    names: Sequence[str],
+    args: argparse.Namespace,
+    logdir: Path,
+    extras: Sequence[Sequence[str]] | None = None,
+) -> list[Server]:
+    """One server per variant (``extras[i]``: more a2a_servers.py options); wait for ports."""
+    options = extras if extras is not None else [()] * len(names)
+    servers = [
+        Server(n, args, logdir / f"{n}.log", None, tuple(extra))
+        for n, extra in zip(names, options, strict=True)
+    ]
     try:
         for server in servers:
             server.wait_port()

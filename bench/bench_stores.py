@@ -88,17 +88,7 @@ def start(
     specs: Sequence[tuple[str, list[str]]], args: argparse.Namespace, logdir: Path
 ) -> list[base.Server]:
     """Start one server per ``(variant, extra a2a_servers.py options)``; wait for their ports."""
-    servers = [
-        base.Server(name, args, logdir / f"{name}.log", None, extra) for name, extra in specs
-    ]
-    try:
-        for server in servers:
-            server.wait_port()
-    except BaseException:
-        for server in servers:
-            server.stop()
-        raise
-    return servers
+    return base.start_servers([n for n, _ in specs], args, logdir, [e for _, e in specs])
 
 
 def drive(

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
+import sys
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -140,3 +143,34 @@ def texts(task: Task) -> list[str]:
         for p in artifact.parts
         if isinstance(p.root, TextPart)
     ]
+
+
+_SRC_DIR = str(Path(__file__).resolve().parents[2] / "src")
+
+
+async def in_another_process(home: Path, *lines: str) -> str:
+    """Run ``lines`` in a new Python process with ``stores`` open on the SQLite store under
+    ``home`` (``Task``, ``TaskState``, ``TaskStatus`` imported); returns its stdout."""
+    body = "".join(f"    {line}\n" for line in lines)
+    script = (
+        "import asyncio, pathlib, sys\n"
+        "from a2a.types import Task, TaskState, TaskStatus\n"
+        "from llamon_agent.a2a.stores import open_stores\n"
+        "async def main():\n"
+        "    stores = await open_stores('sqlite', home=pathlib.Path(sys.argv[1]))\n"
+        f"{body}"
+        "    await stores.close()\n"
+        "asyncio.run(main())\n"
+    )
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        script,
+        str(home),
+        env={**os.environ, "PYTHONPATH": _SRC_DIR},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, err.decode()
+    return out.decode()

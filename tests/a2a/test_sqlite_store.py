@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import sqlite3
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -29,7 +27,6 @@ from a2a.types import (
 from cryptography.fernet import Fernet
 from sqlalchemy.ext.asyncio import create_async_engine
 
-import llamon_agent
 from llamon_agent.a2a.sqlite_store import SQLITE_SCHEMA_VERSION, SQLiteDatabase, SQLiteTaskStore
 from llamon_agent.a2a.stores import (
     WORKER_METADATA_KEY,
@@ -38,7 +35,8 @@ from llamon_agent.a2a.stores import (
     reconcile_orphaned_tasks,
 )
 
-SRC_DIR = str(Path(llamon_agent.__file__).resolve().parents[1])
+from .server_utils import in_another_process
+
 WAIT = 10.0
 
 
@@ -155,28 +153,12 @@ async def test_reads_do_not_wait_for_another_writer(stores: Stores, tmp_path: Pa
 async def test_another_process_writes_while_the_store_is_open(
     stores: Stores, tmp_path: Path
 ) -> None:
-    child = (
-        "import asyncio, pathlib, sys\n"
-        "from a2a.types import Task, TaskState, TaskStatus\n"
-        "from llamon_agent.a2a.stores import open_stores\n"
-        "async def main():\n"
-        "    stores = await open_stores('sqlite', home=pathlib.Path(sys.argv[1]))\n"
-        "    status = TaskStatus(state=TaskState.completed)\n"
-        "    await stores.task_store.save(Task(id='from-child', context_id='c', status=status))\n"
-        "    await stores.close()\n"
-        "asyncio.run(main())\n"
-    )
     await stores.task_store.save(_task("from-parent"))
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        child,
-        str(tmp_path),
-        env={**os.environ, "PYTHONPATH": SRC_DIR},
-        stderr=asyncio.subprocess.PIPE,
+    await in_another_process(
+        tmp_path,
+        "status = TaskStatus(state=TaskState.completed)",
+        "await stores.task_store.save(Task(id='from-child', context_id='c', status=status))",
     )
-    _, err = await asyncio.wait_for(process.communicate(), 60)
-    assert process.returncode == 0, err.decode()
 
     child_task = await stores.task_store.get("from-child")
     assert child_task is not None

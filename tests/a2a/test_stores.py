@@ -7,11 +7,9 @@ a schema of its own (the ``postgres_dsn`` fixture).
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import socket
 import sqlite3
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -32,7 +30,6 @@ from a2a.types import (
 )
 from cryptography.fernet import Fernet
 
-import llamon_agent
 from llamon_agent.a2a.sqlite_store import SQLitePushConfigStore, SQLiteTaskStore
 from llamon_agent.a2a.stores import (
     SQLITE_BUSY_TIMEOUT_MS,
@@ -47,10 +44,11 @@ from llamon_agent.a2a.stores import (
 )
 from llamon_agent.core.errors import ErrorCode
 
+from .server_utils import in_another_process
+
 WORKER = "worker-a"
 OTHER_WORKER = "worker-b"
 SECRET = "s3cr3t-pw"
-SRC_DIR = str(Path(llamon_agent.__file__).resolve().parents[1])
 
 Opener = Callable[..., Awaitable[Stores]]
 
@@ -289,32 +287,14 @@ async def test_a_second_process_reopens_the_sqlite_file(tmp_path: Path, opener: 
     await first.task_store.save(_task("from-parent", TaskState.working, _stamped(WORKER)))
     await first.close()
 
-    child = (
-        "import asyncio, pathlib, sys\n"
-        "from a2a.types import Task, TaskState, TaskStatus\n"
-        "from llamon_agent.a2a.stores import open_stores\n"
-        "async def main():\n"
-        "    stores = await open_stores('sqlite', home=pathlib.Path(sys.argv[1]))\n"
-        "    task = await stores.task_store.get('from-parent')\n"
-        "    print(task.status.state.value)\n"
-        "    status = TaskStatus(state=TaskState.completed)\n"
-        "    await stores.task_store.save(Task(id='from-child', context_id='c', status=status))\n"
-        "    await stores.close()\n"
-        "asyncio.run(main())\n"
+    out = await in_another_process(
+        tmp_path,
+        "task = await stores.task_store.get('from-parent')",
+        "print(task.status.state.value)",
+        "status = TaskStatus(state=TaskState.completed)",
+        "await stores.task_store.save(Task(id='from-child', context_id='c', status=status))",
     )
-    env = {**os.environ, "PYTHONPATH": SRC_DIR}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        child,
-        str(tmp_path),
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await process.communicate()
-    assert process.returncode == 0, err.decode()
-    assert out.decode().strip() == "working"
+    assert out.strip() == "working"
 
     reopened = await opener("sqlite", home=tmp_path)
     assert (await _get(reopened, "from-child")).status.state is TaskState.completed
