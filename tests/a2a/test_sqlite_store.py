@@ -203,8 +203,16 @@ async def test_a_file_from_a_newer_llamon_is_refused(tmp_path: Path) -> None:
 
 async def test_a_file_that_is_not_a_database_is_an_error(tmp_path: Path) -> None:
     (tmp_path / "tasks.db").write_bytes(b"this is not sqlite " * 100)
-    with pytest.raises(sqlite3.DatabaseError, match="not a database"):
+    with pytest.raises(sqlite3.DatabaseError, match="not a database") as caught:
         await open_stores("sqlite", home=tmp_path)
+    assert str(caught.value).startswith(f"{tmp_path / 'tasks.db'}: ")
+
+
+async def test_a_file_that_cannot_be_opened_is_named(tmp_path: Path) -> None:
+    (tmp_path / "tasks.db").mkdir()  # a directory where the file should be
+    with pytest.raises(sqlite3.OperationalError, match="unable to open") as caught:
+        await open_stores("sqlite", home=tmp_path)
+    assert str(tmp_path / "tasks.db") in str(caught.value)
 
 
 async def test_tasks_and_push_configs_of_a2a_sdk_tables_are_carried_over(

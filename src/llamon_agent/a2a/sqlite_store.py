@@ -384,15 +384,18 @@ class SQLiteDatabase:
         """Open (creating if needed) the file at ``path`` and start its two threads.
 
         Raises ``ValueError`` if the file was written by a newer llamon, and
-        ``sqlite3.Error`` if it is not a database or cannot be opened.
+        ``sqlite3.Error`` naming the file if it is not a database or cannot be opened.
         """
-        writer_connection = await asyncio.to_thread(_connect, path, read_only=False)
         try:
-            await asyncio.to_thread(_prepare_file, writer_connection, path)
-            reader_connection = await asyncio.to_thread(_connect, path, read_only=True)
-        except BaseException:
-            writer_connection.close()
-            raise
+            writer_connection = await asyncio.to_thread(_connect, path, read_only=False)
+            try:
+                await asyncio.to_thread(_prepare_file, writer_connection, path)
+                reader_connection = await asyncio.to_thread(_connect, path, read_only=True)
+            except BaseException:
+                writer_connection.close()
+                raise
+        except sqlite3.Error as exc:  # sqlite3's messages do not say which file
+            raise type(exc)(f"{path}: {exc}") from exc
         writer = _ConnectionThread("llamon-sqlite-writer", writer_connection, transactional=True)
         reader = _ConnectionThread("llamon-sqlite-reader", reader_connection, transactional=False)
         writer.start()
