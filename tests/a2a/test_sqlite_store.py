@@ -27,7 +27,8 @@ from a2a.types import (
 from cryptography.fernet import Fernet
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from llamon_agent.a2a.sqlite_store import SQLITE_SCHEMA_VERSION, SQLiteDatabase, SQLiteTaskStore
+from llamon_agent.a2a.sqlite_db import SQLiteDatabase
+from llamon_agent.a2a.sqlite_store import SQLITE_SCHEMA_VERSION, SQLiteTaskStore
 from llamon_agent.a2a.stores import (
     WORKER_METADATA_KEY,
     Stores,

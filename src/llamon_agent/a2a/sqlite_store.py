@@ -1,79 +1,54 @@
-"""The embedded default store: one SQLite file, one writer thread with batched commits.
+"""The embedded default store: llamon's tasks and push configs in one SQLite file.
 
 What the caller sees:
 
 * ``SQLiteTaskStore`` and ``SQLitePushConfigStore`` are a2a-sdk's ``TaskStore`` and
-  ``PushNotificationConfigStore`` over one ``SQLiteDatabase`` (``open_stores("sqlite")``
-  builds all three). Tables exist when ``SQLiteDatabase.open`` returns.
+  ``PushNotificationConfigStore`` over one ``SQLiteDatabase`` (``sqlite_db``: a writer
+  thread with batched commits, a reader thread); ``open_stores("sqlite")`` builds all
+  three. Tables exist when ``open_sqlite_database`` returns.
 * ``save`` returns once the task is committed: a process killed at any moment afterwards
-  (SIGKILL, OOM) still finds it on restart. The file is in WAL mode with
-  ``synchronous=NORMAL``: an operating-system crash or power loss can lose the last
-  commits, but never corrupts the file.
-* Concurrent writes share commits. The writer thread takes every write waiting in its
-  queue and commits them in one transaction (group commit), so throughput grows with
-  concurrency instead of queueing on a lock. A write that fails on its own (it cannot,
-  short of a corrupt file) is retried alone, so it never takes the others with it.
-* Reads run on a reader thread with its own read-only connection. In WAL mode they never
-  wait for the writer, and neither thread blocks the event loop.
-* Every statement is a fixed string, prepared once per connection (sqlite3's statement
-  cache); there is no per-request engine, session, reflection or schema work.
+  (SIGKILL, OOM) still finds it on restart. Concurrent saves share commits.
+* Every statement is a fixed string, prepared once per connection; there is no
+  per-request engine, session, reflection or schema work.
 * A task is one row: its id, context, state and owning worker as columns (reconciliation
   finds unfinished tasks through a partial index) and the whole task as JSON.
 * A file written by llamon before this store (a2a-sdk's ``tasks`` and
   ``push_notification_configs`` tables) is carried over once, on first open; the old tables
   are left as they were.
-* ``SQLiteDatabase.commits`` and ``.writes`` count commits and the writes they carried.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
-import queue
 import sqlite3
-import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final
 
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import PushNotificationConfigStore, TaskStore
 from a2a.types import PushNotificationConfig, Task
 from pydantic import ValidationError
 
+from llamon_agent.a2a.sqlite_db import SQLiteDatabase, fetch_all, fetch_one, rollback
 from llamon_agent.a2a.workers import ORPHAN_STATES, WORKER_METADATA_KEY
 
 if TYPE_CHECKING:
     from cryptography.fernet import Fernet
 
 __all__ = [
-    "SQLITE_BUSY_TIMEOUT_MS",
     "SQLITE_SCHEMA_VERSION",
-    "SQLiteDatabase",
     "SQLitePushConfigStore",
     "SQLiteTaskStore",
-    "Statement",
+    "open_sqlite_database",
 ]
 
 logger = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
-Statement = tuple[str, Sequence[Any]]
-"""One SQL statement and its parameters."""
-
-SQLITE_BUSY_TIMEOUT_MS: Final = 5_000
-"""How long a connection waits for another process's write lock before failing."""
-
 SQLITE_SCHEMA_VERSION: Final = 1
 """``PRAGMA user_version`` of a file this module wrote; a newer file is refused."""
-
-_MAX_BATCH: Final = 256
-_STATEMENT_CACHE: Final = 32
 
 _UNFINISHED = ", ".join(f"'{state}'" for state in ORPHAN_STATES)
 _SCHEMA: Final = (
@@ -123,179 +98,7 @@ _A2A_PUSH: Final = (
 )
 
 
-# --- the threads ---------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Job:
-    """Work for a connection thread, and where its answer goes."""
-
-    run: Callable[[sqlite3.Connection], Any]
-    loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[Any]
-
-
-_Outcome = tuple["asyncio.Future[Any]", Any, BaseException | None]
-
-
-def _settle(outcomes: list[_Outcome]) -> None:
-    """On the caller's loop: hand each job its result (a cancelled caller is skipped)."""
-    for future, value, error in outcomes:
-        if future.done():
-            continue
-        if error is None:
-            future.set_result(value)
-        else:
-            future.set_exception(error)
-
-
-class _ConnectionThread:
-    """A thread that owns one connection and runs the jobs queued for it, in batches.
-
-    A transactional thread (the writer) runs each batch in one ``BEGIN IMMEDIATE`` ...
-    ``COMMIT``; if the batch fails, each job is retried in a transaction of its own.
-    A plain thread (the reader) runs each job on its own. Either way the results of a
-    batch reach each caller's loop in one ``call_soon_threadsafe``.
-    """
-
-    def __init__(self, name: str, connection: sqlite3.Connection, *, transactional: bool) -> None:
-        self._connection = connection
-        self._transactional = transactional
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()  # None: stop
-        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
-        self._stopped = threading.Event()
-        self.batches = 0
-        self.jobs_done = 0
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def submit(self, run: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[T] = loop.create_future()
-        self._jobs.put(_Job(run, loop, future))
-        return future
-
-    async def stop(self) -> None:
-        """Finish the queued jobs, close the connection, and end the thread."""
-        self._jobs.put(None)
-        await asyncio.to_thread(self._stopped.wait)
-
-    def _main(self) -> None:
-        try:
-            while True:
-                batch, stop = self._take_batch()
-                if batch:
-                    self._deliver(self._outcomes(batch))
-                if stop:
-                    return
-        finally:
-            self._connection.close()
-            self._stopped.set()
-
-    def _take_batch(self) -> tuple[list[_Job], bool]:
-        first = self._jobs.get()
-        if first is None:
-            return [], True
-        batch = [first]
-        while len(batch) < _MAX_BATCH:
-            try:
-                item = self._jobs.get_nowait()
-            except queue.Empty:
-                break
-            if item is None:
-                return batch, True
-            batch.append(item)
-        return batch, False
-
-    def _outcomes(self, batch: list[_Job]) -> list[tuple[_Job, Any, BaseException | None]]:
-        """Run ``batch``; whatever goes wrong, every job gets an answer (none is left
-        waiting forever)."""
-        try:
-            return self._run_batch(batch) if self._transactional else self._each(batch)
-        except Exception as exc:  # e.g. MemoryError while building results
-            logger.exception("SQLite %s thread failed a batch", self._thread.name)
-            return [(job, None, exc) for job in batch]
-
-    def _run_batch(self, batch: list[_Job]) -> list[tuple[_Job, Any, BaseException | None]]:
-        """One transaction for the batch. A job that raises is retried alone, so it fails
-        by itself; a lock or disk error at BEGIN/COMMIT fails the whole batch at once."""
-        connection = self._connection
-        try:
-            connection.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            return [(job, None, exc) for job in batch]
-        values: list[Any] = []
-        for job in batch:
-            try:
-                values.append(job.run(connection))
-            except Exception as exc:
-                _rollback(connection)
-                if len(batch) == 1:
-                    return [(job, None, exc)]
-                return [outcome for alone in batch for outcome in self._run_batch([alone])]
-        try:
-            connection.execute("COMMIT")
-        except sqlite3.Error as exc:
-            _rollback(connection)
-            return [(job, None, exc) for job in batch]
-        self.batches += 1
-        self.jobs_done += len(batch)
-        return [(job, value, None) for job, value in zip(batch, values, strict=True)]
-
-    def _each(self, batch: list[_Job]) -> list[tuple[_Job, Any, BaseException | None]]:
-        outcomes: list[tuple[_Job, Any, BaseException | None]] = []
-        for job in batch:
-            try:
-                outcomes.append((job, job.run(self._connection), None))
-            except Exception as exc:
-                outcomes.append((job, None, exc))
-        self.batches += 1
-        self.jobs_done += len(batch)
-        return outcomes
-
-    @staticmethod
-    def _deliver(outcomes: list[tuple[_Job, Any, BaseException | None]]) -> None:
-        by_loop: dict[asyncio.AbstractEventLoop, list[_Outcome]] = {}
-        for job, value, error in outcomes:
-            by_loop.setdefault(job.loop, []).append((job.future, value, error))
-        for loop, settled in by_loop.items():
-            try:
-                loop.call_soon_threadsafe(_settle, settled)
-            except RuntimeError:  # the caller's loop is closed: nobody is waiting
-                continue
-
-
-def _rollback(connection: sqlite3.Connection) -> None:
-    if connection.in_transaction:
-        try:
-            connection.execute("ROLLBACK")
-        except sqlite3.Error:
-            logger.exception("SQLite rollback failed")
-
-
-# --- the database ----------------------------------------------------------------------------
-
-
-def _connect(path: Path, *, read_only: bool) -> sqlite3.Connection:
-    """A connection in autocommit mode (transactions are explicit), WAL, busy timeout."""
-    connection = sqlite3.connect(
-        path,
-        isolation_level=None,
-        check_same_thread=False,
-        cached_statements=_STATEMENT_CACHE,
-    )
-    try:
-        connection.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        if read_only:
-            connection.execute("PRAGMA query_only = ON")
-        else:
-            connection.execute("PRAGMA journal_mode = WAL")
-            connection.execute("PRAGMA synchronous = NORMAL")
-    except BaseException:
-        connection.close()
-        raise
-    return connection
+# --- the file ------------------------------------------------------------------------------
 
 
 def _prepare_file(connection: sqlite3.Connection, path: Path) -> int:
@@ -315,7 +118,7 @@ def _prepare_file(connection: sqlite3.Connection, path: Path) -> int:
         connection.execute(f"PRAGMA user_version = {SQLITE_SCHEMA_VERSION}")
         connection.execute("COMMIT")
     except BaseException:
-        _rollback(connection)
+        rollback(connection)
         raise
     return carried
 
@@ -365,87 +168,13 @@ def _task_from_a2a_row(row: tuple[Any, ...]) -> Task | None:
         return None
 
 
-class SQLiteDatabase:
-    """One SQLite file opened for the stores: a writer thread and a reader thread.
+async def open_sqlite_database(path: Path) -> SQLiteDatabase:
+    """The ``SQLiteDatabase`` at ``path`` with llamon's task and push-config tables.
 
-    Use ``await SQLiteDatabase.open(path)``; ``await db.close()`` finishes the queued
-    writes and closes both connections (safe to call twice). After ``close`` every call
-    raises ``RuntimeError`` naming the file.
+    Raises ``ValueError`` if the file was written by a newer llamon, and ``sqlite3.Error``
+    naming the file if it is not a database or cannot be opened.
     """
-
-    def __init__(self, path: Path, writer: _ConnectionThread, reader: _ConnectionThread) -> None:
-        self.path = path
-        self._writer = writer
-        self._reader = reader
-        self._closed = False
-
-    @classmethod
-    async def open(cls, path: Path) -> SQLiteDatabase:
-        """Open (creating if needed) the file at ``path`` and start its two threads.
-
-        Raises ``ValueError`` if the file was written by a newer llamon, and
-        ``sqlite3.Error`` naming the file if it is not a database or cannot be opened.
-        """
-        try:
-            writer_connection = await asyncio.to_thread(_connect, path, read_only=False)
-            try:
-                await asyncio.to_thread(_prepare_file, writer_connection, path)
-                reader_connection = await asyncio.to_thread(_connect, path, read_only=True)
-            except BaseException:
-                writer_connection.close()
-                raise
-        except sqlite3.Error as exc:  # sqlite3's messages do not say which file
-            raise type(exc)(f"{path}: {exc}") from exc
-        writer = _ConnectionThread("llamon-sqlite-writer", writer_connection, transactional=True)
-        reader = _ConnectionThread("llamon-sqlite-reader", reader_connection, transactional=False)
-        writer.start()
-        reader.start()
-        return cls(path, writer, reader)
-
-    @property
-    def commits(self) -> int:
-        """Transactions committed so far."""
-        return self._writer.batches
-
-    @property
-    def writes(self) -> int:
-        """Writes committed so far (``writes / commits`` is the mean batch size)."""
-        return self._writer.jobs_done
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise RuntimeError(f"the SQLite store {self.path} is closed")
-
-    async def write(self, *statements: Statement) -> None:
-        """Run ``statements`` in the next commit; returns once it is committed."""
-        self._check_open()
-
-        def run(connection: sqlite3.Connection) -> None:
-            for sql, parameters in statements:
-                connection.execute(sql, parameters)
-
-        await self._writer.submit(run)
-
-    async def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
-        """``query(connection)`` on the reader thread; sees every committed write."""
-        self._check_open()
-        return await self._reader.submit(query)
-
-    async def close(self) -> None:
-        """Finish queued writes, then close both connections."""
-        if self._closed:
-            return
-        self._closed = True
-        await self._writer.stop()
-        await self._reader.stop()
-
-
-def _fetch_one(sql: str, parameters: Sequence[Any]) -> Callable[[sqlite3.Connection], Any]:
-    return lambda connection: connection.execute(sql, parameters).fetchone()
-
-
-def _fetch_all(sql: str, parameters: Sequence[Any]) -> Callable[[sqlite3.Connection], Any]:
-    return lambda connection: connection.execute(sql, parameters).fetchall()
+    return await SQLiteDatabase.open(path, prepare=_prepare_file)
 
 
 # --- the stores ------------------------------------------------------------------------------
@@ -475,7 +204,7 @@ class SQLiteTaskStore(TaskStore):
 
     async def get(self, task_id: str, context: ServerCallContext | None = None) -> Task | None:
         """The task saved last under ``task_id``, or ``None``."""
-        row = await self.database.read(_fetch_one(_SELECT_TASK, (task_id,)))
+        row = await self.database.read(fetch_one(_SELECT_TASK, (task_id,)))
         return None if row is None else Task.model_validate_json(row[0])
 
     async def delete(self, task_id: str, context: ServerCallContext | None = None) -> None:
@@ -487,7 +216,7 @@ class SQLiteTaskStore(TaskStore):
 
         Served by a partial index: its cost grows with the unfinished tasks, not the table.
         """
-        rows = await self.database.read(_fetch_all(_SELECT_ORPHANS, (worker,)))
+        rows = await self.database.read(fetch_all(_SELECT_ORPHANS, (worker,)))
         return [row[0] for row in rows]
 
 
@@ -515,7 +244,7 @@ class SQLitePushConfigStore(PushNotificationConfigStore):
 
     async def get_info(self, task_id: str) -> list[PushNotificationConfig]:
         """The task's configs, in the order they were first set."""
-        rows = await self.database.read(_fetch_all(_SELECT_PUSH, (task_id,)))
+        rows = await self.database.read(fetch_all(_SELECT_PUSH, (task_id,)))
         configs = (self._decode(task_id, config_id, payload) for config_id, payload in rows)
         return [config for config in configs if config is not None]
 

@@ -50,11 +50,11 @@ from llamon_agent.a2a.memory_store import (
     BoundedMemoryTaskStore,
     MemoryLimits,
 )
+from llamon_agent.a2a.sqlite_db import SQLITE_BUSY_TIMEOUT_MS, SQLiteDatabase
 from llamon_agent.a2a.sqlite_store import (
-    SQLITE_BUSY_TIMEOUT_MS,
-    SQLiteDatabase,
     SQLitePushConfigStore,
     SQLiteTaskStore,
+    open_sqlite_database,
 )
 from llamon_agent.a2a.workers import (
     ORPHAN_STATES,
@@ -253,7 +253,7 @@ async def _open_sqlite_stores(home: Path | None, push_encryption_key: bytes | No
     directory = home if home is not None else llamon_home()
     directory.mkdir(parents=True, exist_ok=True)
     path = directory.resolve() / SQLITE_FILENAME
-    database = await SQLiteDatabase.open(path)
+    database = await open_sqlite_database(path)
     try:
         push_store = SQLitePushConfigStore(database, encryption_key=push_encryption_key)
     except BaseException:
