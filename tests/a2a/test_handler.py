@@ -43,14 +43,12 @@ def no_poll(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 class Agent:
-    """Fails after a little I/O, before or after its first chunk."""
+    """Fails: on invoke, and on stream before or after its first chunk."""
 
     async def invoke(self, ctx: AgentContext) -> str:
-        await asyncio.sleep(0)
         raise ComponentInvokeError("search backend down")
 
     async def stream(self, ctx: AgentContext) -> AsyncIterator[str]:
-        await asyncio.sleep(0)
         if ctx.text == "after-chunk":
             yield "partial"
         raise ComponentInvokeError("search backend down")
