@@ -1,5 +1,7 @@
-"""The embedded SQLite store: batched commits, durability, isolation of a bad write, the
-reader beside a writer, schema versions, carrying over a2a-sdk's tables, push configs.
+"""The embedded SQLite store: saves share commits and are durable when they return,
+another process beside it, the partial index, schema versions, files that are not ours,
+carrying over a2a-sdk's tables, push configs. (The threads and batching on their own:
+``test_sqlite_db.py``.)
 
 Every test runs on a real file under ``tmp_path``. The round trips and reconciliation that
 every store kind must pass are in ``test_stores.py``.
@@ -109,46 +111,7 @@ async def test_close_commits_the_writes_already_queued(tmp_path: Path) -> None:
         await reopened.close()
 
 
-async def test_a_closed_store_says_so(tmp_path: Path) -> None:
-    stores = await open_stores("sqlite", home=tmp_path)
-    await stores.close()
-    await stores.close()  # twice is fine
-    with pytest.raises(RuntimeError, match=r"the SQLite store .*tasks\.db is closed"):
-        await stores.task_store.save(_task("late"))
-    with pytest.raises(RuntimeError, match="is closed"):
-        await stores.task_store.get("late")
-
-
-async def test_a_failing_write_fails_alone(stores: Stores) -> None:
-    database = _database(stores)
-    good = [stores.task_store.save(_task(f"ok{i}")) for i in range(20)]
-    bad = database.write(("INSERT INTO no_such_table VALUES (?)", (1,)))
-
-    results = await asyncio.wait_for(asyncio.gather(bad, *good, return_exceptions=True), WAIT)
-
-    assert isinstance(results[0], sqlite3.OperationalError)
-    assert "no_such_table" in str(results[0])
-    assert results[1:] == [None] * 20
-    for i in range(20):
-        assert await stores.task_store.get(f"ok{i}") == _task(f"ok{i}")
-
-
-# --- readers and other processes ------------------------------------------------------------
-
-
-async def test_reads_do_not_wait_for_another_writer(stores: Stores, tmp_path: Path) -> None:
-    await stores.task_store.save(_task("readable"))
-    other = sqlite3.connect(tmp_path / "tasks.db", isolation_level=None)
-    try:
-        other.execute("BEGIN IMMEDIATE")  # another process holds the write lock...
-        other.execute("UPDATE llamon_tasks SET state = 'failed'")
-        # ...and a read is answered from the last commit, without waiting for it
-        task = await asyncio.wait_for(stores.task_store.get("readable"), 2.0)
-        assert task is not None
-        assert task.status.state is TaskState.completed
-    finally:
-        other.execute("ROLLBACK")
-        other.close()
+# --- other processes, reconciliation ------------------------------------------------------
 
 
 async def test_another_process_writes_while_the_store_is_open(
