@@ -81,3 +81,29 @@ def test_serve_rejects_an_unknown_target() -> None:
     result = runner.invoke(app, ["serve", "no_such_module_xyz:agent"], env={"COLUMNS": "300"})
     assert result.exit_code == 2
     assert "no_such_module_xyz" in result.output
+
+
+def test_serve_memory_limits_need_the_memory_store(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("LLAMON_HOME", str(tmp_path))
+    from llamon_agent.demo import demo_agent_path
+
+    path = demo_agent_path()
+    result = runner.invoke(
+        app, ["serve", f"{path}:agent", "--max-finished", "5"], env={"COLUMNS": "300"}
+    )
+    assert result.exit_code == 2
+    assert "bound the memory store; the store is sqlite" in result.output
+
+
+def test_serve_bad_memory_limits_name_the_field(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("LLAMON_HOME", str(tmp_path))
+    from llamon_agent.demo import demo_agent_path
+
+    path = demo_agent_path()
+    result = runner.invoke(
+        app,
+        ["serve", f"{path}:agent", "--store", "memory", "--max-finished", "-1"],
+        env={"COLUMNS": "300"},
+    )
+    assert result.exit_code == 2
+    assert "max_finished must be an int >= 0, got -1" in result.output

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from llamon_agent.a2a.card_cli import card_app
-from llamon_agent.a2a.stores import StoreKind
+from llamon_agent.a2a.stores import MemoryLimits, StoreKind
 from llamon_agent.core.catalog import reason_catalog
 from llamon_agent.core.classify import registered_rules
 from llamon_agent.core.codes import JSON_RPC_CODE_TO_ERROR_CODE, ErrorCode
@@ -67,6 +67,29 @@ def _store_kind(value: str) -> StoreKind:
     return value  # type: ignore[return-value]
 
 
+def _memory_limits(
+    kind: str, max_finished: int | None, max_finished_age: float | None
+) -> MemoryLimits | None:
+    """``MemoryLimits`` from the two options (unset ones keep their defaults)."""
+    if max_finished is None and max_finished_age is None:
+        return None
+    if kind != "memory":
+        raise typer.BadParameter(
+            f"--max-finished/--max-finished-age bound the memory store; the store is {kind}",
+            param_hint="--store",
+        )
+    defaults = MemoryLimits()
+    try:
+        return MemoryLimits(
+            max_finished=defaults.max_finished if max_finished is None else max_finished,
+            max_finished_age=max_finished_age
+            if max_finished_age is not None
+            else defaults.max_finished_age,
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+
+
 @app.command("serve")
 def serve_command(
     target: Annotated[str, typer.Argument(help="The agent: 'module:attr' or 'file.py:attr'.")],
@@ -97,6 +120,14 @@ def serve_command(
         bool,
         typer.Option("--no-gc-freeze", help="Do not gc.freeze() the startup heap (p99 tuning)."),
     ] = False,
+    max_finished: Annotated[
+        int | None,
+        typer.Option(help="--store memory: finished tasks kept (default 10000)."),
+    ] = None,
+    max_finished_age: Annotated[
+        float | None,
+        typer.Option(help="--store memory: seconds a finished task is kept (default 3600)."),
+    ] = None,
 ) -> None:
     """Serve an agent over A2A (JSON-RPC) until stopped."""
     import asyncio
@@ -142,6 +173,7 @@ def serve_command(
         auth=auth,
         reconcile=not no_reconcile,
         gc_freeze=not no_gc_freeze,
+        memory_limits=_memory_limits(kind, max_finished, max_finished_age),
     )
 
     def ready(url: str) -> None:

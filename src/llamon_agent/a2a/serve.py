@@ -29,7 +29,12 @@ from llamon_agent.a2a.auth import AuthConfig
 from llamon_agent.a2a.card import AuthSpec, build_agent_card, skill
 from llamon_agent.a2a.protocol import RequestLimits
 from llamon_agent.a2a.server import create_app
-from llamon_agent.a2a.stores import StoreKind, open_stores, reconcile_orphaned_tasks
+from llamon_agent.a2a.stores import (
+    MemoryLimits,
+    StoreKind,
+    open_stores,
+    reconcile_orphaned_tasks,
+)
 
 __all__ = ["ServeOptions", "default_card", "load_target", "serve_agent"]
 
@@ -50,6 +55,8 @@ class ServeOptions:
     log_level: str = "warning"
     gc_freeze: bool = True
     """Passed to ``create_app``: freeze the startup heap out of full garbage collections."""
+    memory_limits: MemoryLimits | None = None
+    """Limits of the ``memory`` store (``open_stores(memory_limits=)``); only with it."""
 
 
 def load_target(target: str) -> Any:
@@ -139,7 +146,9 @@ async def serve_agent(
     sock = _bind(options.host, options.port)
     host, port = sock.getsockname()[:2]
     url = f"http://{host}:{port}/"
-    stores = await open_stores(options.store, dsn=options.database_url)
+    stores = await open_stores(
+        options.store, dsn=options.database_url, memory_limits=options.memory_limits
+    )
     exits = AsyncExitStack()
     try:
         if options.reconcile:

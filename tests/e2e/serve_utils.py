@@ -1,0 +1,62 @@
+"""``python -m llamon_agent serve`` in a real subprocess, and raw JSON-RPC to it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+
+from llamon_agent.demo import demo_agent_path
+
+READY_TIMEOUT = 30.0
+
+
+@asynccontextmanager
+async def llamon_serve(
+    home: Path, *options: str
+) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
+    """``python -m llamon_agent serve`` of the demo agent on a free port with
+    ``LLAMON_HOME=home``; ``options`` are more CLI options (default ``--store sqlite``)."""
+    path = demo_agent_path()
+    env = {**os.environ, "LLAMON_HOME": str(home), "LLAMON_WORKER_ID": "crash-test"}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "llamon_agent",
+        "serve",
+        f"{path}:agent",
+        "--card",
+        f"{path}:card",
+        "--port",
+        "0",
+        *(options or ("--store", "sqlite")),
+        env=env,
+        stderr=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.DEVNULL,
+    )
+    assert process.stderr is not None
+    url = ""
+    while not url:
+        line = (await asyncio.wait_for(process.stderr.readline(), READY_TIMEOUT)).decode()
+        assert line, "the server exited before it was ready"
+        if line.startswith("llamon: serving"):
+            url = line.split(" at ", 1)[1].split(" ", 1)[0]
+    try:
+        yield process, url
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(process.wait(), 20)
+
+
+async def rpc(http: httpx.AsyncClient, url: str, method: str, params: dict) -> dict:
+    """One JSON-RPC call; the decoded response."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    response = await http.post(url, json=body)
+    return response.json()
