@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from llamon_agent.cli import app
@@ -83,27 +84,21 @@ def test_serve_rejects_an_unknown_target() -> None:
     assert "no_such_module_xyz" in result.output
 
 
-def test_serve_memory_limits_need_the_memory_store(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("LLAMON_HOME", str(tmp_path))
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        (["--max-finished", "5"], "bound the memory store; the store is sqlite"),
+        (
+            ["--store", "memory", "--max-finished", "-1"],
+            "max_finished must be an int >= 0, got -1",
+        ),
+    ],
+)
+def test_serve_memory_limits_are_checked(tmp_path, monkeypatch, options, expected) -> None:
     from llamon_agent.demo import demo_agent_path
 
-    path = demo_agent_path()
-    result = runner.invoke(
-        app, ["serve", f"{path}:agent", "--max-finished", "5"], env={"COLUMNS": "300"}
-    )
-    assert result.exit_code == 2
-    assert "bound the memory store; the store is sqlite" in result.output
-
-
-def test_serve_bad_memory_limits_name_the_field(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("LLAMON_HOME", str(tmp_path))
-    from llamon_agent.demo import demo_agent_path
-
     path = demo_agent_path()
-    result = runner.invoke(
-        app,
-        ["serve", f"{path}:agent", "--store", "memory", "--max-finished", "-1"],
-        env={"COLUMNS": "300"},
-    )
+    result = runner.invoke(app, ["serve", f"{path}:agent", *options], env={"COLUMNS": "300"})
     assert result.exit_code == 2
-    assert "max_finished must be an int >= 0, got -1" in result.output
+    assert expected in result.output
