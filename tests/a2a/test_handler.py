@@ -8,15 +8,19 @@ depended on it would hang and fail the test on its 10 s deadline.
 from __future__ import annotations
 
 import asyncio
+import json
+import sqlite3
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 from a2a.client.errors import A2AClientJSONRPCError
 from a2a.server.agent_execution import RequestContext
+from a2a.server.context import ServerCallContext
 from a2a.server.events import EventConsumer, EventQueue
-from a2a.server.tasks import TaskUpdater
-from a2a.types import InvalidParamsError, TaskState
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types import InvalidParamsError, Task, TaskState
 from a2a.utils.errors import ServerError
 
 from llamon_agent.a2a.agent import AgentContext
@@ -120,3 +124,81 @@ async def test_a_protocol_error_raised_by_the_executor_is_answered_at_once() -> 
     assert error.code == -32602
     assert isinstance(error.data, dict)
     assert error.data["errorCode"] == "INVALID_INPUT"
+
+
+# --- a request that fails outside the agent (the task store) ---------------------------------
+
+PATH_IN_ERROR = "/srv/agents/secret-tenant/tasks.db"
+
+
+class FailingStore(InMemoryTaskStore):
+    """A task store whose writes or reads fail with ``error``."""
+
+    def __init__(self, error: Exception, *, on: str) -> None:
+        super().__init__()
+        self.error = error
+        self.on = on
+
+    async def save(self, task: Task, context: ServerCallContext | None = None) -> None:
+        if self.on == "save":
+            raise self.error
+        await super().save(task, context)
+
+    async def get(self, task_id: str, context: ServerCallContext | None = None) -> Task | None:
+        if self.on == "get":
+            raise self.error
+        return await super().get(task_id, context)
+
+
+def _locked() -> sqlite3.OperationalError:
+    return sqlite3.OperationalError(f"database is locked: {PATH_IN_ERROR}")
+
+
+async def _raw_rpc(url: str, method: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The JSON-RPC answers to one call: one object, or every SSE event of a stream."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    async with httpx.AsyncClient(timeout=DEADLINE) as http:
+        response = await http.post(url + "/", json=body)
+    if not response.headers["content-type"].startswith("text/event-stream"):
+        return [response.json()]
+    return [
+        json.loads(line.removeprefix("data:"))
+        for line in response.text.splitlines()
+        if line.startswith("data:")
+    ]
+
+
+def _send_params() -> dict[str, Any]:
+    return {"message": message("x").model_dump(mode="json", by_alias=True, exclude_none=True)}
+
+
+@pytest.mark.parametrize("method", ["message/send", "message/stream"])
+async def test_a_locked_task_database_is_a_retriable_protocol_error(method: str) -> None:
+    app = create_app(Agent(), make_card(), task_store=FailingStore(_locked(), on="save"))
+    async with running_server(app) as url:
+        answers = await _raw_rpc(url, method, _send_params())
+    error = answers[-1]["error"]  # a stream ends with the error event, not a cut connection
+    assert error["code"] == -32603
+    assert error["data"]["errorCode"] == "UPSTREAM_UNAVAILABLE"
+    assert error["data"]["errorReason"] == "database_unavailable"
+    assert error["data"]["retriable"] is True
+    assert PATH_IN_ERROR not in json.dumps(answers)
+
+
+async def test_a_task_store_failing_on_tasks_get_is_a_protocol_error() -> None:
+    app = create_app(Agent(), make_card(), task_store=FailingStore(_locked(), on="get"))
+    async with running_server(app) as url:
+        (answer,) = await _raw_rpc(url, "tasks/get", {"id": "some-task"})
+    assert answer["error"]["data"]["errorReason"] == "database_unavailable"
+    assert PATH_IN_ERROR not in json.dumps(answer)
+
+
+async def test_an_unmapped_store_failure_gets_an_incident_id_and_no_text() -> None:
+    store = FailingStore(RuntimeError(f"pool exhausted, {LEAK}"), on="save")
+    app = create_app(Agent(), make_card(), task_store=store)
+    async with running_server(app) as url:
+        (answer,) = await _raw_rpc(url, "message/send", _send_params())
+    data = answer["error"]["data"]
+    assert (data["errorCode"], data["errorReason"]) == ("INTERNAL_ERROR", "runtime_error")
+    assert data["incidentId"]
+    assert LEAK not in json.dumps(answer)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import sqlite3
+import tempfile
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
@@ -390,3 +392,27 @@ def test_provider_sdk_errors_map_by_status_with_text_withheld(module: str) -> No
         E.UPSTREAM_UNAVAILABLE,
         "http_5xx",
     )
+
+
+def _locked_sqlite_error() -> sqlite3.OperationalError:
+    """A real "database is locked": a second writer with no busy timeout."""
+    with tempfile.TemporaryDirectory() as directory:
+        path = f"{directory}/locked.db"
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("CREATE TABLE t (x)")
+        holder.execute("BEGIN IMMEDIATE")
+        other = sqlite3.connect(path, timeout=0, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            return exc
+        finally:
+            other.close()
+            holder.close()
+    raise AssertionError("the second writer was not refused")
+
+
+def test_a_locked_sqlite_database_is_a_retriable_database_failure_with_text_withheld() -> None:
+    found = classify_exception(_locked_sqlite_error())
+    assert found.as_tuple() == (ErrorCode.UPSTREAM_UNAVAILABLE, "database_unavailable", True)
+    assert found.expose_text is False

@@ -3,7 +3,10 @@
 1. A request the agent cannot take is refused *before* a task exists
    (``CustomAgentExecutor._validate_request``).
 2. Every JSON-RPC error a caller receives carries ``ProtocolErrorData`` in ``error.data``
-   and a scrubbed message -- including a2a-sdk's own (task not found, not cancelable).
+   and a scrubbed message -- including a2a-sdk's own (task not found, not cancelable) and
+   whatever else a request raises outside the agent (a task store that failed: classified
+   by the one table, e.g. ``database_unavailable``; see ``protocol_error_for_exception``).
+   A stream that hits one ends with that JSON-RPC error event instead of a cut connection.
 
 And one repair: a failure is answered as soon as it happens. a2a-sdk notices an executor
 that raises only when its event consumer next polls (every 0.5 s); the executor never
@@ -33,10 +36,9 @@ from a2a.types import (
     TaskState,
     TaskStatusUpdateEvent,
 )
-from a2a.utils.errors import ServerError
 
 from llamon_agent.a2a.executor import CustomAgentExecutor
-from llamon_agent.a2a.protocol import with_protocol_data
+from llamon_agent.a2a.protocol import protocol_error_for_exception
 
 __all__ = ["LlamonRequestHandler"]
 
@@ -65,8 +67,8 @@ class LlamonRequestHandler(DefaultRequestHandler):
         try:
             self.agent_executor._validate_request(params)
             result = await super().on_message_send(params, context)
-        except ServerError as exc:
-            raise with_protocol_data(exc) from None
+        except Exception as exc:
+            raise protocol_error_for_exception(exc) from None
         if isinstance(result, Task):
             error = self.agent_executor.pop_protocol_error(result.id)
             if error is not None:
@@ -89,8 +91,8 @@ class LlamonRequestHandler(DefaultRequestHandler):
                     if error is not None:
                         raise error
                 yield event
-        except ServerError as exc:
-            raise with_protocol_data(exc) from None
+        except Exception as exc:
+            raise protocol_error_for_exception(exc) from None
 
     async def on_get_task(
         self, params: TaskQueryParams, context: ServerCallContext | None = None
@@ -98,8 +100,8 @@ class LlamonRequestHandler(DefaultRequestHandler):
         """tasks/get."""
         try:
             return await super().on_get_task(params, context)
-        except ServerError as exc:
-            raise with_protocol_data(exc) from None
+        except Exception as exc:
+            raise protocol_error_for_exception(exc) from None
 
     async def on_cancel_task(
         self, params: TaskIdParams, context: ServerCallContext | None = None
@@ -107,8 +109,8 @@ class LlamonRequestHandler(DefaultRequestHandler):
         """tasks/cancel: a finished task gets TaskNotCancelable with ProtocolErrorData."""
         try:
             return await super().on_cancel_task(params, context)
-        except ServerError as exc:
-            raise with_protocol_data(exc) from None
+        except Exception as exc:
+            raise protocol_error_for_exception(exc) from None
 
     async def on_resubscribe_to_task(
         self, params: TaskIdParams, context: ServerCallContext | None = None
@@ -117,8 +119,8 @@ class LlamonRequestHandler(DefaultRequestHandler):
         try:
             async for event in super().on_resubscribe_to_task(params, context):
                 yield event
-        except ServerError as exc:
-            raise with_protocol_data(exc) from None
+        except Exception as exc:
+            raise protocol_error_for_exception(exc) from None
 
     async def on_set_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext | None = None
@@ -126,8 +128,8 @@ class LlamonRequestHandler(DefaultRequestHandler):
         """tasks/pushNotificationConfig/set."""
         try:
             return await super().on_set_task_push_notification_config(params, context)
-        except ServerError as exc:
-            raise with_protocol_data(exc) from None
+        except Exception as exc:
+            raise protocol_error_for_exception(exc) from None
 
     async def on_get_task_push_notification_config(
         self,
@@ -137,8 +139,8 @@ class LlamonRequestHandler(DefaultRequestHandler):
         """tasks/pushNotificationConfig/get."""
         try:
             return await super().on_get_task_push_notification_config(params, context)
-        except ServerError as exc:
-            raise with_protocol_data(exc) from None
+        except Exception as exc:
+            raise protocol_error_for_exception(exc) from None
 
     async def on_list_task_push_notification_config(
         self, params: ListTaskPushNotificationConfigParams, context: ServerCallContext | None = None
@@ -146,8 +148,8 @@ class LlamonRequestHandler(DefaultRequestHandler):
         """tasks/pushNotificationConfig/list."""
         try:
             return await super().on_list_task_push_notification_config(params, context)
-        except ServerError as exc:
-            raise with_protocol_data(exc) from None
+        except Exception as exc:
+            raise protocol_error_for_exception(exc) from None
 
     async def on_delete_task_push_notification_config(
         self,
@@ -157,5 +159,5 @@ class LlamonRequestHandler(DefaultRequestHandler):
         """tasks/pushNotificationConfig/delete."""
         try:
             await super().on_delete_task_push_notification_config(params, context)
-        except ServerError as exc:
-            raise with_protocol_data(exc) from None
+        except Exception as exc:
+            raise protocol_error_for_exception(exc) from None

@@ -27,8 +27,10 @@ from a2a.types import (
 )
 from a2a.utils.errors import ServerError
 
+from llamon_agent.core.classify import classify_exception
 from llamon_agent.core.codes import ErrorCode, json_rpc_to_error_code, snake_case
 from llamon_agent.core.error_data import make_protocol_error_data
+from llamon_agent.core.messages import public_message
 from llamon_agent.core.scrub import scrub_text
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "check_message",
     "part_media_type",
     "protocol_error",
+    "protocol_error_for_exception",
     "with_protocol_data",
 ]
 
@@ -57,7 +60,10 @@ class RequestLimits:
 
 
 def protocol_error(
-    error_type: type[JSONRPCError] | type[InvalidParamsError] | type[ContentTypeNotSupportedError],
+    error_type: type[JSONRPCError]
+    | type[InvalidParamsError]
+    | type[ContentTypeNotSupportedError]
+    | type[InternalError],
     code: ErrorCode,
     reason: str,
     message: str,
@@ -91,6 +97,29 @@ def with_protocol_data(error: ServerError) -> ServerError:
     message = _INTERNAL_MESSAGE if internal else scrub_text(inner.message or "")
     payload = make_protocol_error_data(code, reason, message).to_wire()
     return ServerError(error=inner.model_copy(update={"message": message, "data": payload}))
+
+
+def protocol_error_for_exception(exc: Exception) -> ServerError:
+    """The JSON-RPC error for any exception a request raised outside the agent.
+
+    A ``ServerError`` gets ``with_protocol_data``. Anything else (a task store that failed,
+    a bug) becomes an ``InternalError`` (-32603) whose ProtocolErrorData is classified by
+    the one table like every failure: a locked SQLite file is ``UPSTREAM_UNAVAILABLE`` /
+    ``database_unavailable``, retriable. Its text is shown only where the table allows;
+    an unmapped exception gets an incident id (traceback in the server log).
+    """
+    if isinstance(exc, ServerError):
+        return with_protocol_data(exc)
+    found = classify_exception(exc)
+    message = public_message(found)
+    extras: dict[str, object] = {}
+    if message.incident_id is not None:
+        extras["incident_id"] = message.incident_id
+    if found.retry_after_ms is not None:
+        extras["retry_after_ms"] = found.retry_after_ms
+    return protocol_error(
+        InternalError, found.code, found.reason, message.text, retriable=found.retriable, **extras
+    )
 
 
 def part_media_type(part: TextPart | DataPart | FilePart) -> str:

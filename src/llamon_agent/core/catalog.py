@@ -346,6 +346,14 @@ _ENTRIES: Final[tuple[tuple[str, Stage, ErrorCode, bool, str, str], ...]] = (
         "a person or policy rejected the suggestion",
     ),
     (
+        "database_unavailable",
+        _S.SERVICE,
+        _E.UPSTREAM_UNAVAILABLE,
+        True,
+        "check_disk_space_and_other_writers_of_the_database",
+        "the SQLite task database is locked past the busy timeout, full or unwritable",
+    ),
+    (
         "uncaught_server_error",
         _S.SERVICE,
         _E.INTERNAL_ERROR,

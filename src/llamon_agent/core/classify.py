@@ -221,6 +221,7 @@ _UNAVAILABLE = ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, None, True)
 _NETWORK = ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, "network_error", True)
 _TIMEOUT = ErrorRule(ErrorCode.UPSTREAM_TIMEOUT, "timeout", True)
 _INTERNAL = ErrorRule(ErrorCode.INTERNAL_ERROR, None, False)
+_DATABASE = ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, "database_unavailable", True)
 
 BUILTIN_RULES: Final[tuple[tuple[Key, Rule, str], ...]] = (
     (LlamonApplicationError, _application_error, "its own code, reason, retriable, extras"),
@@ -256,6 +257,7 @@ BUILTIN_RULES: Final[tuple[tuple[Key, Rule, str], ...]] = (
     ("anthropic.APITimeoutError", _hidden(_TIMEOUT), "anthropic SDK, text withheld"),
     ("openai.APIConnectionError", _hidden(_NETWORK), "openai SDK, text withheld"),
     ("anthropic.APIConnectionError", _hidden(_NETWORK), "anthropic SDK, text withheld"),
+    ("sqlite3.OperationalError", _hidden(_DATABASE), "locked, disk I/O: text withheld (paths)"),
     (MaxIterationError, _INTERNAL, ""),
     (MergeStrategyError, _INTERNAL, ""),
     (RoutingError, _INTERNAL, ""),
