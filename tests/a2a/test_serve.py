@@ -49,10 +49,8 @@ async def test_gc_freeze_can_be_turned_off() -> None:
 def test_freezing_happens_once_per_process() -> None:
     freeze_startup_heap()
     frozen = gc.get_freeze_count()
-    garbage_to_be = [object() for _ in range(1000)]
     freeze_startup_heap()  # a second app in the same process: nothing more is frozen
     assert gc.get_freeze_count() == frozen
-    del garbage_to_be
 
 
 async def test_serve_agent_passes_its_option_on() -> None:

@@ -28,12 +28,12 @@ class ProviderModel(Generic[ClientT]):
         self,
         model: str,
         *,
-        api_key: str | None,
-        base_url: str | None,
-        timeout: float,
-        max_retries: int,
-        client: ClientT | None,
-        sleep: SleepFn | None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 30.0,
+        max_retries: int = 2,
+        client: ClientT | None = None,
+        sleep: SleepFn | None = None,
     ) -> None:
         check_client_options(client, api_key, base_url)
         self.model = model

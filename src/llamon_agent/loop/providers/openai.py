@@ -53,7 +53,6 @@ from llamon_agent.loop.providers._common import (
 )
 from llamon_agent.loop.providers._retry import (
     SDKErrorTypes,
-    SleepFn,
     call_with_retries,
 )
 
@@ -83,27 +82,6 @@ class OpenAIChatModel(ProviderModel[AsyncOpenAI]):
 
     api_key_env = OPENAI_API_KEY_ENV
     provider = "OpenAI"
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        timeout: float = 30.0,
-        max_retries: int = 2,
-        client: AsyncOpenAI | None = None,
-        sleep: SleepFn | None = None,
-    ) -> None:
-        super().__init__(
-            model,
-            api_key=api_key,
-            base_url=base_url,
-            timeout=timeout,
-            max_retries=max_retries,
-            client=client,
-            sleep=sleep,
-        )
 
     def _new_client(self, api_key: str, base_url: str | None, timeout: float) -> AsyncOpenAI:
         return AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
