@@ -8,7 +8,9 @@ what a client sees.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -135,3 +137,14 @@ def test_create_app_refuses_an_extended_card_it_cannot_serve_safely(
     extended = build_extended_card(card, skills=[ADMIN]) if kwargs.get("extended") else None
     with pytest.raises(ValueError, match=message):
         create_app(echo, card, auth=auth, extended_card=extended)
+
+
+def test_the_agent_card_doc_example_runs() -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "agent-card.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", doc, flags=re.DOTALL)
+    block = next(b for b in blocks if "build_extended_card(" in b)
+    namespace: dict[str, object] = {}
+    exec(compile(block, "agent-card.md", "exec"), namespace)  # noqa: S102
+    extended = namespace["extended"]
+    assert isinstance(extended, AgentCard)
+    assert extended.supports_authenticated_extended_card is True

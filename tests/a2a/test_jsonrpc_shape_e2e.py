@@ -9,17 +9,26 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any
 
 import httpx
+import pytest
 
 from llamon_agent.a2a.agent import AgentContext
 from llamon_agent.a2a.auth import AuthConfig
 from llamon_agent.a2a.card import AuthSpec, build_agent_card, build_extended_card, skill
 from llamon_agent.a2a.server import create_app
 
-from .jsonrpc_utils import assert_jsonrpc_reply, post, post_stream, request, text_message
-from .server_utils import running_server
+from .jsonrpc_utils import (
+    assert_error,
+    assert_jsonrpc_reply,
+    post,
+    post_stream,
+    request,
+    text_message,
+)
+from .server_utils import make_card, running_server
 
 DEADLINE = 10.0
 KEY = "shape-test-key-4b7e91c2"
@@ -124,3 +133,21 @@ async def test_every_method_answers_in_the_json_rpc_2_shape() -> None:
     [refused] = stream_error
     assert_jsonrpc_reply(refused, "e")
     assert refused["error"]["code"] == -32602
+
+
+async def test_message_stream_without_the_capability_is_one_error_event(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    app = create_app(echo, make_card(streaming=False))
+    async with running_server(app) as url, httpx.AsyncClient(timeout=DEADLINE) as http:
+        with caplog.at_level(logging.WARNING):
+            events = await post_stream(
+                http, url, request("message/stream", {"message": text_message()}, 8)
+            )
+        again = await post(http, url, request("message/send", {"message": text_message()}))
+    [event] = events
+    assert_jsonrpc_reply(event, 8)
+    data = assert_error(event, -32004, "unsupported_operation")
+    assert "does not declare the streaming capability" in data.error_message
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+    assert again["result"]["status"]["state"] == "completed"

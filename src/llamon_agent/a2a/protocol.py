@@ -4,8 +4,9 @@ A request the agent cannot take is refused before a task exists, with a JSON-RPC
 the caller can branch on exactly like an application failure (``error.data.errorCode``).
 ``protocol_error`` builds one; ``with_protocol_data`` completes any a2a-sdk error (task
 not found, not cancelable ...) with the same payload and a scrubbed message;
-``check_message`` holds the built-in checks; ``push_not_supported`` and
-``extended_card_not_configured`` are the answers for what a card does not declare.
+``check_message`` holds the built-in checks; ``push_not_supported``,
+``streaming_not_supported`` and ``extended_card_not_configured`` are the answers for what
+a card does not declare.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from a2a.types import (
     PushNotificationNotSupportedError,
     TaskState,
     TextPart,
+    UnsupportedOperationError,
 )
 from a2a.utils.errors import ServerError
 
@@ -48,6 +50,7 @@ __all__ = [
     "protocol_error",
     "protocol_error_for_exception",
     "push_not_supported",
+    "streaming_not_supported",
     "with_protocol_data",
 ]
 
@@ -74,6 +77,7 @@ def protocol_error(
     | type[ContentTypeNotSupportedError]
     | type[PushNotificationNotSupportedError]
     | type[AuthenticatedExtendedCardNotConfiguredError]
+    | type[UnsupportedOperationError]
     | type[InternalError],
     code: ErrorCode,
     reason: str,
@@ -113,6 +117,17 @@ def push_not_supported() -> ServerError:
         "push_notification_not_supported",
         "This agent does not support push notifications (its card does not declare the "
         "pushNotifications capability).",
+    )
+
+
+def streaming_not_supported() -> ServerError:
+    """-32004 ``UnsupportedOperationError``: ``message/stream`` on a card without streaming."""
+    return protocol_error(
+        UnsupportedOperationError,
+        ErrorCode.INVALID_INPUT,
+        "unsupported_operation",
+        "This agent does not stream (its card does not declare the streaming capability); "
+        "use message/send.",
     )
 
 

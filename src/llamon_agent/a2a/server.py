@@ -13,7 +13,7 @@ from __future__ import annotations
 import gc
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -44,6 +44,8 @@ from a2a.types import (
     JSONRPCErrorResponse,
     ListTaskPushNotificationConfigRequest,
     ListTaskPushNotificationConfigResponse,
+    SendStreamingMessageRequest,
+    SendStreamingMessageResponse,
     SetTaskPushNotificationConfigRequest,
     SetTaskPushNotificationConfigResponse,
 )
@@ -63,6 +65,7 @@ from llamon_agent.a2a.protocol import (
     RequestLimits,
     extended_card_not_configured,
     push_not_supported,
+    streaming_not_supported,
     with_protocol_data,
 )
 from llamon_agent.a2a.stores import memory_stores
@@ -92,8 +95,18 @@ class _LlamonJSONRPCHandler(JSONRPCHandler):
 
     All four push-config methods answer -32003 on a card without push (a2a-sdk answers
     ``set`` with an unsupported-operation error raised past its own error handling, and
-    the other three with -32004); the extended card answers -32007 on a card without one.
+    the other three with -32004); the extended card answers -32007 on a card without one;
+    ``message/stream`` answers -32004 on a card without streaming. None logs an ERROR.
     """
+
+    def on_message_send_stream(
+        self, request: SendStreamingMessageRequest, context: ServerCallContext | None = None
+    ) -> AsyncIterable[SendStreamingMessageResponse]:
+        if not self.agent_card.capabilities.streaming:
+            raise streaming_not_supported()
+        stream: AsyncIterable[SendStreamingMessageResponse]
+        stream = super().on_message_send_stream(request, context)
+        return stream
 
     def _push_declared(self) -> bool:
         return bool(self.agent_card.capabilities.push_notifications)
