@@ -124,11 +124,10 @@ def _unauthed_declaring_card() -> AgentCard:
 @pytest.mark.parametrize(
     ("card", "kwargs", "message"),
     [
-        (public_card(), {"auth": "yes"}, "no extended_card was given"),
         (public_card(extended=False), {"auth": "yes", "extended": True}, "does not declare it"),
         (_unauthed_declaring_card(), {"extended": True}, "only to authenticated callers"),
     ],
-    ids=["declared-not-given", "given-not-declared", "no-auth"],
+    ids=["given-not-declared", "no-auth"],
 )
 def test_create_app_refuses_an_extended_card_it_cannot_serve_safely(
     card: AgentCard, kwargs: dict[str, Any], message: str
@@ -148,3 +147,14 @@ def test_the_agent_card_doc_example_runs() -> None:
     extended = namespace["extended"]
     assert isinstance(extended, AgentCard)
     assert extended.supports_authenticated_extended_card is True
+
+
+async def test_a_declaring_card_without_an_extended_one_serves_itself() -> None:
+    card = public_card()
+    app = create_app(echo, card, auth=AuthConfig.from_card(card, KEY))
+    async with (
+        running_server(app) as url,
+        httpx.AsyncClient(timeout=DEADLINE, headers={"X-API-Key": KEY}) as http,
+    ):
+        reply = await post(http, url, request("agent/getAuthenticatedExtendedCard", None, 2))
+    assert [s["id"] for s in reply["result"]["skills"]] == ["echo"]

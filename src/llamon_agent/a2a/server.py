@@ -280,11 +280,6 @@ def _check_card_is_servable(
             f"the agent card's modes must be MIME types, or every message is refused: {listed}"
         )
     declared = bool(card.supports_authenticated_extended_card)
-    if declared and extended_card is None:
-        raise ValueError(
-            "the agent card declares supportsAuthenticatedExtendedCard but no extended_card "
-            "was given; pass extended_card=build_extended_card(card, skills=...)"
-        )
     if extended_card is not None and not declared:
         raise ValueError(
             "extended_card was given but the agent card does not declare it; build the card "
@@ -333,7 +328,8 @@ def create_app(
     credentials is never served open, and a server that checks credentials says so in its
     card; a mismatch raises ``ValueError``. ``extended_card`` is what authenticated callers
     get from ``agent/getAuthenticatedExtendedCard``; it needs auth and a card that declares
-    it (without one that method answers -32007). A card whose modes are not MIME types
+    it (a declaring card without ``extended_card`` serves itself there; a card that does not
+    declare one answers -32007). A card whose modes are not MIME types
     (``"text"`` for ``text/plain``) raises ``ValueError`` saying what to write.
     ``gc_freeze`` (default on): at startup, once per process, ``gc.collect();
     gc.freeze()``, so the garbage collector's full passes under load walk only what
