@@ -212,9 +212,9 @@ async def test_without_the_capability_push_config_is_unsupported(
             with pytest.raises(A2AClientJSONRPCError) as caught:
                 await client.get_task_callback(GetTaskPushNotificationConfigParams(id=task.id))
     assert task.status.state == TaskState.completed
-    assert caught.value.error.code == -32004
+    assert caught.value.error.code == -32003
     assert caught.value.error.data is not None
-    assert caught.value.error.data["errorReason"] == "unsupported_operation"
+    assert caught.value.error.data["errorReason"] == "push_notification_not_supported"
     assert hook.posts == []
 
 

@@ -6,6 +6,8 @@ What the caller sees:
   JSON-RPC transport) with the card-level input/output modes declared explicitly and,
   when ``auth=AuthSpec.api_key()`` or ``AuthSpec.bearer()`` is given, the scheme in both
   ``securitySchemes`` and ``security``. ``skill(...)`` makes one ``AgentSkill``.
+  ``authenticated_extended_card=True`` (auth required) declares an extended card, which
+  ``build_extended_card(card, skills=...)`` builds: served only to authenticated callers.
 * ``auth_spec_from_card(card)`` reads that declaration back, so a server enforces exactly
   what its card promises (``None`` means the card requires no auth; a requirement this
   module cannot express raises ``ValueError`` rather than silently allowing everyone).
@@ -13,6 +15,9 @@ What the caller sees:
   a stable id in ``CARD_RULES`` (seed 002's advice: a specific description, one task per
   skill, explicit MIME modes, SemVer, declared auth, ...). Errors make the card wrong or
   unusable; warnings make it harder for a client's LLM to choose this agent correctly.
+* ``mode_problems(card)``: the modes that are not MIME types (``"text"`` instead of
+  ``"text/plain"``) with what to write instead; a server refuses to start with them, since
+  no message part could ever match such a mode.
 * ``load_agent_card(source)`` reads a file or fetches a URL (for a base URL,
   ``/.well-known/agent-card.json`` then the older ``/.well-known/agent.json``) and
   returns the JSON object; every failure is a ``CardLoadError`` naming the source.
@@ -55,8 +60,10 @@ __all__ = [
     "Severity",
     "auth_spec_from_card",
     "build_agent_card",
+    "build_extended_card",
     "lint_agent_card",
     "load_agent_card",
+    "mode_problems",
     "skill",
 ]
 
@@ -219,12 +226,21 @@ def build_agent_card(
     auth: AuthSpec | None = None,
     provider: AgentProvider | None = None,
     documentation_url: str | None = None,
+    authenticated_extended_card: bool = False,
 ) -> AgentCard:
     """An A2A 0.3 ``AgentCard`` served over JSON-RPC at ``url``.
 
-    Nothing is checked here beyond the SDK's own model validation; run
+    ``authenticated_extended_card=True`` declares ``supportsAuthenticatedExtendedCard``:
+    authenticated callers get a fuller card (``build_extended_card``) from
+    ``agent/getAuthenticatedExtendedCard``; it needs ``auth`` (``ValueError`` otherwise).
+    Nothing else is checked here beyond the SDK's own model validation; run
     ``lint_agent_card`` (or ``llamon card lint``) on the result.
     """
+    if authenticated_extended_card and auth is None:
+        raise ValueError(
+            "an authenticated extended card is served only to authenticated callers: "
+            "pass auth=AuthSpec.api_key() or AuthSpec.bearer() too"
+        )
     return AgentCard(
         name=name,
         description=description,
@@ -240,6 +256,26 @@ def build_agent_card(
         security=None if auth is None else [auth.security_requirement()],
         provider=provider,
         documentation_url=documentation_url,
+        supports_authenticated_extended_card=authenticated_extended_card or None,
+    )
+
+
+def build_extended_card(
+    card: AgentCard,
+    *,
+    skills: Sequence[AgentSkill] = (),
+    description: str | None = None,
+) -> AgentCard:
+    """The authenticated extended card of ``card``: the same card plus ``skills`` (and
+    ``description`` if given). Serve it with ``create_app(..., extended_card=...)``; the
+    public ``card`` must declare it (``build_agent_card(authenticated_extended_card=True)``).
+    """
+    return card.model_copy(
+        update={
+            "skills": [*card.skills, *skills],
+            "description": card.description if description is None else description,
+        },
+        deep=True,
     )
 
 
@@ -455,12 +491,49 @@ def _check_card_modes(card: AgentCard) -> Iterator[CardFinding]:
     yield from _check_modes(card.default_output_modes, "defaultOutputModes")
 
 
+_SHORT_MODES: Final = {
+    "text": "'text/plain'",
+    "data": "'application/json'",
+    "file": "the file types you accept, such as 'application/pdf' or 'image/*' ('*/*' for any)",
+}
+"""Short names some samples use for modes, and the MIME types to write instead."""
+
+
+def _not_mime(mode: str) -> str:
+    instead = _SHORT_MODES.get(mode.strip().lower())
+    if instead is not None:
+        return f"{mode!r} is a short name, not a MIME type: write {instead}"
+    return f"{mode!r} is not a MIME type"
+
+
 def _check_modes(modes: Sequence[str], path: str) -> Iterator[CardFinding]:
     if not modes:
         yield _finding("modes_missing", path, f"{path} is empty")
     for index, mode in enumerate(modes):
         if not _MIME.fullmatch(mode.strip()):
-            yield _finding("mode_not_mime", f"{path}[{index}]", f"{mode!r} is not a MIME type")
+            yield _finding("mode_not_mime", f"{path}[{index}]", _not_mime(mode))
+
+
+def mode_problems(card: AgentCard) -> list[CardFinding]:
+    """The card's and its skills' modes that are not MIME types (rule ``mode_not_mime``).
+
+    A message part's media type (``text/plain``, ``application/json``, a file's type) is
+    matched against the card's modes, so a mode such as ``"text"`` refuses every message
+    (-32005). Each finding says what to write instead.
+    """
+    declared = [
+        ("defaultInputModes", card.default_input_modes),
+        ("defaultOutputModes", card.default_output_modes),
+    ]
+    for index, item in enumerate(card.skills):
+        declared.append((f"skills[{index}].inputModes", item.input_modes or []))
+        declared.append((f"skills[{index}].outputModes", item.output_modes or []))
+    return [
+        finding
+        for path, modes in declared
+        for finding in _check_modes(modes, path)
+        if finding.rule == "mode_not_mime"
+    ]
 
 
 def _check_version(card: AgentCard) -> Iterator[CardFinding]:

@@ -38,7 +38,7 @@ from a2a.types import (
 )
 
 from llamon_agent.a2a.executor import CustomAgentExecutor
-from llamon_agent.a2a.protocol import protocol_error_for_exception
+from llamon_agent.a2a.protocol import protocol_error_for_exception, push_not_supported
 
 __all__ = ["LlamonRequestHandler"]
 
@@ -125,7 +125,9 @@ class LlamonRequestHandler(DefaultRequestHandler):
     async def on_set_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext | None = None
     ) -> TaskPushNotificationConfig:
-        """tasks/pushNotificationConfig/set."""
+        """tasks/pushNotificationConfig/set; without a push store: -32003 (not supported)."""
+        if self._push_config_store is None:
+            raise push_not_supported()
         try:
             return await super().on_set_task_push_notification_config(params, context)
         except Exception as exc:
@@ -137,6 +139,8 @@ class LlamonRequestHandler(DefaultRequestHandler):
         context: ServerCallContext | None = None,
     ) -> TaskPushNotificationConfig:
         """tasks/pushNotificationConfig/get."""
+        if self._push_config_store is None:
+            raise push_not_supported()
         try:
             return await super().on_get_task_push_notification_config(params, context)
         except Exception as exc:
@@ -146,6 +150,8 @@ class LlamonRequestHandler(DefaultRequestHandler):
         self, params: ListTaskPushNotificationConfigParams, context: ServerCallContext | None = None
     ) -> list[TaskPushNotificationConfig]:
         """tasks/pushNotificationConfig/list."""
+        if self._push_config_store is None:
+            raise push_not_supported()
         try:
             return await super().on_list_task_push_notification_config(params, context)
         except Exception as exc:
@@ -157,6 +163,8 @@ class LlamonRequestHandler(DefaultRequestHandler):
         context: ServerCallContext | None = None,
     ) -> None:
         """tasks/pushNotificationConfig/delete."""
+        if self._push_config_store is None:
+            raise push_not_supported()
         try:
             await super().on_delete_task_push_notification_config(params, context)
         except Exception as exc:

@@ -4,26 +4,34 @@ A request the agent cannot take is refused before a task exists, with a JSON-RPC
 the caller can branch on exactly like an application failure (``error.data.errorCode``).
 ``protocol_error`` builds one; ``with_protocol_data`` completes any a2a-sdk error (task
 not found, not cancelable ...) with the same payload and a scrubbed message;
-``check_message`` holds the built-in checks.
+``check_message`` holds the built-in checks; ``push_not_supported``,
+``streaming_not_supported`` and ``extended_card_not_configured`` are the answers for what
+a card does not declare.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Final
 
 from a2a.types import (
+    AuthenticatedExtendedCardNotConfiguredError,
     ContentTypeNotSupportedError,
     DataPart,
     FilePart,
     InternalError,
     InvalidParamsError,
+    InvalidRequestError,
     JSONRPCError,
     Message,
+    PushNotificationNotSupportedError,
+    TaskState,
     TextPart,
+    UnsupportedOperationError,
 )
 from a2a.utils.errors import ServerError
 
@@ -37,9 +45,12 @@ __all__ = [
     "DEFAULT_MAX_PAYLOAD_BYTES",
     "RequestLimits",
     "check_message",
+    "extended_card_not_configured",
     "part_media_type",
     "protocol_error",
     "protocol_error_for_exception",
+    "push_not_supported",
+    "streaming_not_supported",
     "with_protocol_data",
 ]
 
@@ -62,7 +73,11 @@ class RequestLimits:
 def protocol_error(
     error_type: type[JSONRPCError]
     | type[InvalidParamsError]
+    | type[InvalidRequestError]
     | type[ContentTypeNotSupportedError]
+    | type[PushNotificationNotSupportedError]
+    | type[AuthenticatedExtendedCardNotConfiguredError]
+    | type[UnsupportedOperationError]
     | type[InternalError],
     code: ErrorCode,
     reason: str,
@@ -78,13 +93,62 @@ def protocol_error(
 
 
 _INTERNAL_MESSAGE: Final = "Internal error"
+_TASK_STATE_REPR: Final = re.compile(r"\bTaskState\.([A-Za-z_]+)")
+
+
+def _wire_states(message: str) -> str:
+    """``TaskState.input_required`` (an enum's repr in a2a-sdk's text) as ``input-required``."""
+
+    def wire(match: re.Match[str]) -> str:
+        member = TaskState.__members__.get(match.group(1))
+        return member.value if member is not None else match.group(0)
+
+    return _TASK_STATE_REPR.sub(wire, message)
+
+
+def push_not_supported() -> ServerError:
+    """-32003 ``PushNotificationNotSupportedError``: the card does not declare push.
+
+    The one answer of all four ``tasks/pushNotificationConfig/*`` methods on such an agent.
+    """
+    return protocol_error(
+        PushNotificationNotSupportedError,
+        ErrorCode.INVALID_INPUT,
+        "push_notification_not_supported",
+        "This agent does not support push notifications (its card does not declare the "
+        "pushNotifications capability).",
+    )
+
+
+def streaming_not_supported() -> ServerError:
+    """-32004 ``UnsupportedOperationError``: ``message/stream`` on a card without streaming."""
+    return protocol_error(
+        UnsupportedOperationError,
+        ErrorCode.INVALID_INPUT,
+        "unsupported_operation",
+        "This agent does not stream (its card does not declare the streaming capability); "
+        "use message/send.",
+    )
+
+
+def extended_card_not_configured() -> ServerError:
+    """-32007 ``AuthenticatedExtendedCardNotConfiguredError``: the card declares none."""
+    return protocol_error(
+        AuthenticatedExtendedCardNotConfiguredError,
+        ErrorCode.NOT_FOUND,
+        "authenticated_extended_card_not_configured",
+        "This agent has no authenticated extended card (its card does not declare "
+        "supportsAuthenticatedExtendedCard).",
+    )
 
 
 def with_protocol_data(error: ServerError) -> ServerError:
     """The same error with ``ProtocolErrorData`` in ``data`` and a scrubbed message.
 
     Data that already has an ``errorCode`` is kept. An ``InternalError``'s own message is
-    replaced by a generic one: it is usually ``str(exc)`` of something unexpected.
+    replaced by a generic one: it is usually ``str(exc)`` of something unexpected. Task
+    states in a2a-sdk's messages read as on the wire (``completed``, not
+    ``TaskState.completed``).
     """
     inner = error.error or InternalError()
     data = inner.data if isinstance(inner.data, dict) else None
@@ -94,7 +158,7 @@ def with_protocol_data(error: ServerError) -> ServerError:
     name = type(inner).__name__
     reason = snake_case(name.removesuffix("Error")) if name != "JSONRPCError" else "jsonrpc_error"
     internal = isinstance(inner, InternalError)
-    message = _INTERNAL_MESSAGE if internal else scrub_text(inner.message or "")
+    message = _INTERNAL_MESSAGE if internal else scrub_text(_wire_states(inner.message or ""))
     payload = make_protocol_error_data(code, reason, message).to_wire()
     return ServerError(error=inner.model_copy(update={"message": message, "data": payload}))
 

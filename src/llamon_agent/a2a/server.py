@@ -11,28 +11,63 @@ Building an app installs log scrubbing (``core.logs``) for the libraries underne
 from __future__ import annotations
 
 import gc
+import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
+from a2a.extensions.common import HTTP_EXTENSION_HEADER
 from a2a.server.apps import A2AStarletteApplication
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers import JSONRPCHandler, RequestHandler
 from a2a.server.tasks import (
     BasePushNotificationSender,
     PushNotificationConfigStore,
     TaskStore,
 )
-from a2a.types import A2AError, AgentCard, JSONRPCError
+from a2a.types import (
+    A2AError,
+    A2ARequest,
+    AgentCard,
+    DeleteTaskPushNotificationConfigRequest,
+    DeleteTaskPushNotificationConfigResponse,
+    GetAuthenticatedExtendedCardRequest,
+    GetAuthenticatedExtendedCardResponse,
+    GetTaskPushNotificationConfigRequest,
+    GetTaskPushNotificationConfigResponse,
+    InternalError,
+    InvalidParamsError,
+    InvalidRequestError,
+    JSONRPCError,
+    JSONRPCErrorResponse,
+    ListTaskPushNotificationConfigRequest,
+    ListTaskPushNotificationConfigResponse,
+    SendStreamingMessageRequest,
+    SendStreamingMessageResponse,
+    SetTaskPushNotificationConfigRequest,
+    SetTaskPushNotificationConfigResponse,
+)
 from a2a.utils.errors import ServerError
+from pydantic import BaseModel
+from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
-from starlette.responses import JSONResponse
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
 from llamon_agent.a2a.auth import AuthConfig, AuthMiddleware
-from llamon_agent.a2a.card import auth_spec_from_card
+from llamon_agent.a2a.card import auth_spec_from_card, mode_problems
 from llamon_agent.a2a.executor import CustomAgentExecutor
 from llamon_agent.a2a.handler import LlamonRequestHandler
-from llamon_agent.a2a.protocol import RequestLimits, with_protocol_data
+from llamon_agent.a2a.params import check_params, lone_surrogate_refusal, validation_refusal
+from llamon_agent.a2a.protocol import (
+    RequestLimits,
+    extended_card_not_configured,
+    push_not_supported,
+    streaming_not_supported,
+    with_protocol_data,
+)
 from llamon_agent.a2a.stores import memory_stores
 from llamon_agent.core.logs import install_log_scrubbing
 
@@ -41,16 +76,176 @@ __all__ = ["LlamonA2AApplication", "create_app", "freeze_startup_heap"]
 logger = logging.getLogger("llamon_agent.a2a")
 
 
+def _reply(body: dict[str, Any]) -> dict[str, Any]:
+    """A JSON-RPC 2.0 reply: ``id`` always present (``null`` when the request's is not
+    known) and exactly one of ``result``/``error`` (``"result": null`` for a method that
+    returns nothing, such as ``tasks/pushNotificationConfig/delete``)."""
+    body.setdefault("id", None)
+    if "error" not in body:
+        body.setdefault("result", None)
+    return body
+
+
+def _dump(response: BaseModel) -> dict[str, Any]:
+    return _reply(response.model_dump(mode="json", exclude_none=True))
+
+
+class _LlamonJSONRPCHandler(JSONRPCHandler):
+    """a2a-sdk's JSON-RPC dispatch with the answers for what the card does not declare.
+
+    All four push-config methods answer -32003 on a card without push (a2a-sdk answers
+    ``set`` with an unsupported-operation error raised past its own error handling, and
+    the other three with -32004); the extended card answers -32007 on a card without one;
+    ``message/stream`` answers -32004 on a card without streaming. None logs an ERROR.
+    """
+
+    def on_message_send_stream(
+        self, request: SendStreamingMessageRequest, context: ServerCallContext | None = None
+    ) -> AsyncIterable[SendStreamingMessageResponse]:
+        if not self.agent_card.capabilities.streaming:
+            raise streaming_not_supported()
+        stream: AsyncIterable[SendStreamingMessageResponse]
+        stream = super().on_message_send_stream(request, context)
+        return stream
+
+    def _push_declared(self) -> bool:
+        return bool(self.agent_card.capabilities.push_notifications)
+
+    async def set_push_notification_config(
+        self,
+        request: SetTaskPushNotificationConfigRequest,
+        context: ServerCallContext | None = None,
+    ) -> SetTaskPushNotificationConfigResponse:
+        if not self._push_declared():
+            raise push_not_supported()
+        response: SetTaskPushNotificationConfigResponse
+        response = await super().set_push_notification_config(request, context)
+        return response
+
+    async def get_push_notification_config(
+        self,
+        request: GetTaskPushNotificationConfigRequest,
+        context: ServerCallContext | None = None,
+    ) -> GetTaskPushNotificationConfigResponse:
+        if not self._push_declared():
+            raise push_not_supported()
+        return await super().get_push_notification_config(request, context)
+
+    async def list_push_notification_config(
+        self,
+        request: ListTaskPushNotificationConfigRequest,
+        context: ServerCallContext | None = None,
+    ) -> ListTaskPushNotificationConfigResponse:
+        if not self._push_declared():
+            raise push_not_supported()
+        return await super().list_push_notification_config(request, context)
+
+    async def delete_push_notification_config(
+        self,
+        request: DeleteTaskPushNotificationConfigRequest,
+        context: ServerCallContext | None = None,
+    ) -> DeleteTaskPushNotificationConfigResponse:
+        if not self._push_declared():
+            raise push_not_supported()
+        return await super().delete_push_notification_config(request, context)
+
+    async def get_authenticated_extended_card(
+        self,
+        request: GetAuthenticatedExtendedCardRequest,
+        context: ServerCallContext | None = None,
+    ) -> GetAuthenticatedExtendedCardResponse:
+        if not self.agent_card.supports_authenticated_extended_card:
+            raise extended_card_not_configured()
+        return await super().get_authenticated_extended_card(request, context)
+
+
 class LlamonA2AApplication(A2AStarletteApplication):
-    """a2a-sdk's Starlette JSON-RPC app whose own errors carry ProtocolErrorData."""
+    """a2a-sdk's Starlette JSON-RPC app whose answers clients can parse.
+
+    * Every JSON-RPC error carries ProtocolErrorData; invalid params name the field path.
+    * Every reply has ``id`` (``null`` when the request's is missing or unusable) and
+      exactly one of ``result``/``error``.
+    * Input a2a-sdk's models let through is refused before any handler runs, for every
+      method (``params.lone_surrogate_refusal``, ``params.check_params``).
+    * A ``ServerError`` raised by a2a-sdk's dispatch itself (a capability the card does
+      not declare) is answered as that error, not as -32603.
+    """
+
+    def __init__(self, agent_card: AgentCard, http_handler: RequestHandler, **kwargs: Any) -> None:
+        super().__init__(agent_card, http_handler, **kwargs)
+        self.handler = _LlamonJSONRPCHandler(
+            agent_card=agent_card,
+            request_handler=http_handler,
+            extended_agent_card=self.extended_agent_card,
+            extended_card_modifier=self.extended_card_modifier,
+        )
+
+    async def _handle_requests(self, request: Request) -> Response:
+        refusal = lone_surrogate_refusal(await request.body())
+        if refusal is not None:
+            request_id, error = refusal
+            return self._error_reply(request_id, error)
+        return await super()._handle_requests(request)
+
+    def _error_reply(self, request_id: str | int | None, error: ServerError) -> JSONResponse:
+        """The JSON-RPC error reply for a refusal (no log line: it is the caller's input)."""
+        inner = with_protocol_data(error).error or InternalError()
+        return JSONResponse(_dump(JSONRPCErrorResponse(id=request_id, error=inner)))
+
+    async def _process_non_streaming_request(
+        self, request_id: str | int | None, a2a_request: A2ARequest, context: ServerCallContext
+    ) -> Response:
+        problem = check_params(getattr(a2a_request.root, "params", None))
+        if problem is not None:
+            return self._error_reply(request_id, problem)
+        try:
+            return await super()._process_non_streaming_request(request_id, a2a_request, context)
+        except ServerError as exc:
+            return self._error_reply(request_id, exc)
+
+    async def _process_streaming_request(
+        self, request_id: str | int | None, a2a_request: A2ARequest, context: ServerCallContext
+    ) -> Response:
+        try:
+            problem = check_params(getattr(a2a_request.root, "params", None))
+            if problem is not None:
+                raise problem
+            return await super()._process_streaming_request(request_id, a2a_request, context)
+        except ServerError as exc:
+            inner = with_protocol_data(exc).error or InternalError()
+            event = _dump(JSONRPCErrorResponse(id=request_id, error=inner))
+
+            async def one_event() -> AsyncIterator[dict[str, str]]:
+                yield {"data": json.dumps(event, separators=(",", ":"))}
+
+            return EventSourceResponse(one_event())
+
+    def _create_response(self, context: ServerCallContext, handler_result: Any) -> Response:
+        if isinstance(handler_result, AsyncGenerator):
+            return super()._create_response(context, handler_result)
+        model = (
+            handler_result
+            if isinstance(handler_result, JSONRPCErrorResponse)
+            else handler_result.root
+        )
+        headers: dict[str, str] = {}
+        if extensions := context.activated_extensions:
+            headers[HTTP_EXTENSION_HEADER] = ", ".join(sorted(extensions))
+        return JSONResponse(_dump(model), headers=headers)
 
     def _generate_error_response(
         self, request_id: str | int | None, error: JSONRPCError | A2AError
     ) -> JSONResponse:
         inner = error.root if isinstance(error, A2AError) else error
+        if isinstance(inner, InvalidParamsError | InvalidRequestError) and isinstance(
+            inner.data, list
+        ):
+            inner = validation_refusal(inner.data).error or inner
         completed = with_protocol_data(ServerError(error=inner)).error or inner
         wrapped = completed if isinstance(completed, JSONRPCError) else A2AError(root=completed)
-        return super()._generate_error_response(request_id, wrapped)
+        response = super()._generate_error_response(request_id, wrapped)
+        body = json.loads(bytes(response.body))
+        return JSONResponse(_reply(body), status_code=response.status_code)
 
 
 def _check_auth_matches_card(card: AgentCard, auth: AuthConfig | None) -> None:
@@ -71,6 +266,29 @@ def _check_auth_matches_card(card: AgentCard, auth: AuthConfig | None) -> None:
         raise ValueError(
             f"auth checks {auth.scheme} in {auth.header!r} but the card declares "
             f"{spec.kind} in {spec.header!r}"
+        )
+
+
+def _check_card_is_servable(
+    card: AgentCard, auth: AuthConfig | None, extended_card: AgentCard | None
+) -> None:
+    """``ValueError`` for a card no request could be served well with."""
+    problems = mode_problems(card)
+    if problems:
+        listed = "; ".join(f"{problem.path}: {problem.message}" for problem in problems)
+        raise ValueError(
+            f"the agent card's modes must be MIME types, or every message is refused: {listed}"
+        )
+    declared = bool(card.supports_authenticated_extended_card)
+    if extended_card is not None and not declared:
+        raise ValueError(
+            "extended_card was given but the agent card does not declare it; build the card "
+            "with build_agent_card(..., authenticated_extended_card=True)"
+        )
+    if declared and auth is None:
+        raise ValueError(
+            "an authenticated extended card is served only to authenticated callers; "
+            "pass auth=AuthConfig.from_card(card, secret)"
         )
 
 
@@ -95,6 +313,7 @@ def create_app(
     push_config_store: PushNotificationConfigStore | None = None,
     limits: RequestLimits | None = None,
     auth: AuthConfig | None = None,
+    extended_card: AgentCard | None = None,
     executor: CustomAgentExecutor | None = None,
     on_shutdown: Callable[[], Any] | None = None,
     gc_freeze: bool = True,
@@ -107,10 +326,15 @@ def create_app(
     are accepted and sent only when the card declares the capability. ``auth`` must match
     what the card declares (``AuthConfig.from_card(card, key)``): a card that asks for
     credentials is never served open, and a server that checks credentials says so in its
-    card; a mismatch raises ``ValueError``. ``gc_freeze`` (default on): at startup, once
-    per process, ``gc.collect(); gc.freeze()``, so the garbage collector's full passes
-    under load walk only what requests create, not the startup heap (p99 at 16 concurrent
-    sends on SQLite: ~95-130 ms -> ~35-45 ms, bench/README.md).
+    card; a mismatch raises ``ValueError``. ``extended_card`` is what authenticated callers
+    get from ``agent/getAuthenticatedExtendedCard``; it needs auth and a card that declares
+    it (a declaring card without ``extended_card`` serves itself there; a card that does not
+    declare one answers -32007). A card whose modes are not MIME types
+    (``"text"`` for ``text/plain``) raises ``ValueError`` saying what to write.
+    ``gc_freeze`` (default on): at startup, once per process, ``gc.collect();
+    gc.freeze()``, so the garbage collector's full passes under load walk only what
+    requests create, not the startup heap (p99 at 16 concurrent sends on SQLite:
+    ~95-130 ms -> ~35-45 ms, bench/README.md).
     """
     install_log_scrubbing()
     defaults = memory_stores()  # used for whichever store is not given
@@ -122,6 +346,7 @@ def create_app(
     if push_enabled:
         push_store = defaults.push_config_store if push_config_store is None else push_config_store
     _check_auth_matches_card(card, auth)
+    _check_card_is_servable(card, auth, extended_card)
     push_client = httpx.AsyncClient(timeout=10.0) if push_store is not None else None
     handler = LlamonRequestHandler(
         executor,
@@ -149,7 +374,9 @@ def create_app(
                 if hasattr(result, "__await__"):
                     await result
 
-    app = LlamonA2AApplication(agent_card=card, http_handler=handler).build(lifespan=lifespan)
+    app = LlamonA2AApplication(
+        agent_card=card, http_handler=handler, extended_agent_card=extended_card
+    ).build(lifespan=lifespan)
     if auth is not None:
         app.add_middleware(AuthMiddleware, config=auth)
     app.state.llamon_executor = executor
