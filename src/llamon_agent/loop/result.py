@@ -21,6 +21,7 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from llamon_agent.core.classify import classify_exception
+from llamon_agent.core.codes import Stage
 from llamon_agent.core.failures import FailureRecord
 from llamon_agent.core.messages import public_message
 from llamon_agent.core.scrub import scrub_text
@@ -85,10 +86,13 @@ class ToolResult:
         """The ``tool_error`` result for an exception a tool's handler raised. Never raises.
 
         The model reads ``Tool '<tool>' failed (<reason>): <text>`` for an exception the
-        classification table maps (its text scrubbed), and ``Tool '<tool>' failed
-        (incident <id>).`` for any other: that exception's text and traceback stay in the
-        server log under the incident id. The record (stage ``tool_loop``, reason
-        ``tool_error``) keeps the exception type, the incident id and the classified reason.
+        classification table maps (its text scrubbed, upstream URLs and hosts removed),
+        and ``Tool '<tool>' failed (incident <id>).`` for any other: that exception's text
+        and traceback stay in the server log under the incident id. The record (stage
+        ``tool_loop``) carries the table's answer for a mapped exception -- its reason
+        (``http_4xx``, ``rate_limited`` ...), code and retryable, with ``http_status`` and
+        ``retry_after_ms`` in the evidence when known -- and reason ``tool_error`` (with
+        the incident id) for an unmapped one.
         """
         found = classify_exception(exc)
         shown = public_message(found)
@@ -105,7 +109,20 @@ class ToolResult:
             evidence["incident_id"] = shown.incident_id
         if found.retry_after_ms is not None:
             evidence["retry_after_ms"] = found.retry_after_ms
-        record = FailureRecord.of("tool_error", message, tool=tool, evidence=evidence)
+        if found.http_status is not None:
+            evidence["http_status"] = found.http_status
+        if found.mapped:
+            record = FailureRecord.of(
+                found.reason,
+                message,
+                stage=Stage.TOOL_LOOP,
+                error_code=found.code,
+                retryable=found.retriable,
+                tool=tool,
+                evidence=evidence,
+            )
+        else:
+            record = FailureRecord.of("tool_error", message, tool=tool, evidence=evidence)
         return cls(error_code="tool_error", message=message, record=record)
 
     @property
