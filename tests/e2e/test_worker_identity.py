@@ -8,6 +8,7 @@ import re
 import socket
 import uuid
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -15,7 +16,7 @@ from .serve_utils import llamon_serve, rpc
 from .test_crash_recovery import _start_hanging_task, _wait_for_working
 
 
-def _hello() -> dict:
+def _hello() -> dict[str, Any]:
     return {
         "message": {
             "role": "user",
