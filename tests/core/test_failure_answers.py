@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 import pytest
@@ -210,8 +211,8 @@ def test_a2a_client_timeout_and_bad_json() -> None:
     )
 
 
-def _jsonrpc(error: object) -> A2AClientJSONRPCError:
-    return A2AClientJSONRPCError(JSONRPCErrorResponse(id=1, error=error))  # type: ignore[arg-type]
+def _jsonrpc(error: Any) -> A2AClientJSONRPCError:
+    return A2AClientJSONRPCError(JSONRPCErrorResponse(id=1, error=error))
 
 
 @pytest.mark.parametrize(
