@@ -7,8 +7,9 @@ A tool's result is a value, and so is its failure (seed 003: "도구의 실패�
 
 The loop sends ``to_model_text()`` back to the model under the call's id. For a
 failure that text is one short, actionable line, ``"<error_code>: <message>"``; it never
-holds a traceback or the text of an exception the classification table does not know
-(``ToolResult.from_exception`` keeps that text in the server log behind an incident id).
+holds a traceback, an upstream URL or host, or the text of an exception the
+classification table does not know (``ToolResult.from_exception`` keeps that text in the
+server log behind an incident id).
 A failure may carry the ``FailureRecord`` that logs, events and Quality Lab results keep.
 """
 
@@ -24,7 +25,7 @@ from llamon_agent.core.classify import classify_exception
 from llamon_agent.core.codes import Stage
 from llamon_agent.core.failures import FailureRecord
 from llamon_agent.core.messages import public_message
-from llamon_agent.core.scrub import scrub_text
+from llamon_agent.core.scrub import scrub_public_text
 
 __all__ = ["ToolResult"]
 
@@ -73,7 +74,8 @@ class ToolResult:
         """A failed result the model reads as ``"<error_code>: <message>"``.
 
         Write ``message`` for the model: say what was wrong and what to do instead. It is
-        scrubbed (credentials, personal data) before the model sees it. ``labelled=False``
+        scrubbed (credentials, personal data, upstream URLs and hosts) before the model
+        sees it. ``labelled=False``
         shows ``message`` alone (for texts fixed by a contract, such as the MCP
         normalizer's ``Missing required argument: <field>``).
         """
@@ -134,7 +136,7 @@ class ToolResult:
         """The text the model reads for this result (see the module docstring)."""
         if self.error_code is None:
             return _render(self.value)
-        message = scrub_text(self.message, max_length=_FAILURE_TEXT_LIMIT)
+        message = scrub_public_text(self.message, max_length=_FAILURE_TEXT_LIMIT)
         if not self.labelled and message:
             return message
         return f"{self.error_code}: {message}" if message else self.error_code
