@@ -850,3 +850,10 @@ def test_scrub_public_text_strips_and_scrubs_but_scrub_text_keeps_locations() ->
     text = "token=abcdefgh12345678 at https://api.internal/v1"
     assert scrub.scrub_public_text(text) == "token=[REDACTED:token] at [REDACTED:url]"
     assert "https://api.internal/v1" in scrub.scrub_text(text)
+
+
+@pytest.mark.parametrize("hostile", ["a." * 50_000, "1." * 50_000, ("a" * 61 + ".") * 2_000])
+def test_strip_locations_is_fast_on_hostile_input(hostile: str) -> None:
+    started = time.perf_counter()
+    scrub.strip_locations(hostile)
+    assert time.perf_counter() - started < 2.0
