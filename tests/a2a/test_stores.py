@@ -184,10 +184,13 @@ def test_llamon_home_defaults_to_dot_llamon(
     assert (tmp_path / ".llamon").is_dir()
 
 
-def test_worker_id_is_env_else_hostname(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_worker_id_is_env_else_an_opaque_id_of_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
     assert worker_id() == WORKER
     monkeypatch.delenv("LLAMON_WORKER_ID")
-    assert worker_id() == socket.gethostname()
+    default = worker_id()
+    assert re.fullmatch(r"w-[0-9a-f]{16}", default)
+    assert socket.gethostname() not in default
+    assert worker_id() == default  # stable: a restarted process finds its tasks
 
 
 # --- opening each kind -------------------------------------------------------------------

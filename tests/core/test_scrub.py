@@ -90,9 +90,11 @@ def test_public_api_is_exactly_the_documented_names() -> None:
         "allow_evidence_keys",
         "keyed_hash",
         "scrub_evidence",
+        "scrub_public_text",
         "scrub_text",
         "scrub_value",
         "set_hash_key",
+        "strip_locations",
     }
     assert REDACTED == "[REDACTED]"
 
@@ -820,3 +822,38 @@ def test_scrub_evidence_is_idempotent_with_dropped_keys() -> None:
         "field_name": "a",
         "dropped_keys": ["other_blob", "raw_body"],
     }
+
+
+# --- upstream locations: removed from client-visible text only ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "OpenAI API answered HTTP 429 to POST https://llm-gw.corp:8443/v1/chat (request id r1)",
+            "OpenAI API answered HTTP 429 to POST [REDACTED:url] (request id r1)",
+        ),
+        ("see (http://a.b/c?d=1).", "see ([REDACTED:url])."),
+        ("redis://user:pw@cache.internal:6379/0 refused", "[REDACTED:url] refused"),
+        ("connect to db.internal:5432 failed", "connect to [REDACTED:host] failed"),
+        ("peer 10.0.0.12 reset", "peer [REDACTED:host] reset"),
+        ("localhost:8080 and [::1]:9000", "[REDACTED:host] and [REDACTED:host]"),
+        ("HTTP 503 at 12:30, version 1.2.3, 3.5 s", "HTTP 503 at 12:30, version 1.2.3, 3.5 s"),
+    ],
+)
+def test_strip_locations(text: str, expected: str) -> None:
+    assert scrub.strip_locations(text) == expected
+
+
+def test_scrub_public_text_strips_and_scrubs_but_scrub_text_keeps_locations() -> None:
+    text = "token=abcdefgh12345678 at https://api.internal/v1"
+    assert scrub.scrub_public_text(text) == "token=[REDACTED:token] at [REDACTED:url]"
+    assert "https://api.internal/v1" in scrub.scrub_text(text)
+
+
+@pytest.mark.parametrize("hostile", ["a." * 50_000, "1." * 50_000, ("a" * 61 + ".") * 2_000])
+def test_strip_locations_is_fast_on_hostile_input(hostile: str) -> None:
+    started = time.perf_counter()
+    scrub.strip_locations(hostile)
+    assert time.perf_counter() - started < 2.0

@@ -19,12 +19,16 @@ READY_TIMEOUT = 30.0
 
 @asynccontextmanager
 async def llamon_serve(
-    home: Path, *options: str
+    home: Path, *options: str, worker_id: str | None = "crash-test"
 ) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
     """``python -m llamon_agent serve`` of the demo agent on a free port with
-    ``LLAMON_HOME=home``; ``options`` are more CLI options (default ``--store sqlite``)."""
+    ``LLAMON_HOME=home``; ``options`` are more CLI options (default ``--store sqlite``);
+    ``worker_id`` is ``LLAMON_WORKER_ID`` (None: unset, the default id of the host)."""
     path = demo_agent_path()
-    env = {**os.environ, "LLAMON_HOME": str(home), "LLAMON_WORKER_ID": "crash-test"}
+    env = {**os.environ, "LLAMON_HOME": str(home)}
+    env.pop("LLAMON_WORKER_ID", None)
+    if worker_id is not None:
+        env["LLAMON_WORKER_ID"] = worker_id
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

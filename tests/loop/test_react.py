@@ -263,6 +263,30 @@ async def test_served_a_model_that_loops_forever_fails_retriable(
     assert len(model.calls) == 3
 
 
+async def test_served_recursion_limit_shows_the_sdks_message_not_langgraphs_hint(
+    registry: ToolRegistry,
+) -> None:
+    model = ScriptedModel([*[tool_call("lookup", {"key": str(i)}) for i in range(3)], "done"])
+    agent = GraphAgent(build_react_graph(model, registry.view("lookup")), recursion_limit=7)
+    async with running_server(create_app(agent, make_card())) as url, a2a_client(url) as client:
+        task = await send(client, user_message("loop"))
+        following = await send(client, user_message("answer now"))
+    sdk_message = "The agent reached its limit of steps before finishing; retrying may succeed."
+    data = error_data(task)
+    assert (data["errorCode"], data["errorReason"], data["errorMessage"]) == (
+        "UPSTREAM_UNAVAILABLE",
+        "max_tool_iterations_exceeded",
+        sdk_message,
+    )
+    assert task.status.message is not None
+    shown = json.dumps(task.status.message.model_dump(mode="json"))
+    assert sdk_message in shown
+    for hint in ("recursion_limit", "troubleshooting", "langchain", "http"):
+        assert hint not in shown.lower()
+    assert following.status.state == TaskState.completed
+    assert texts(following) == ["done"]
+
+
 async def test_served_an_escalating_tool_fails_the_task(registry: ToolRegistry) -> None:
     model = ScriptedModel([tool_call("flaky_remote"), "never reached"])
     graph = build_react_graph(model, ToolRegistry([*registry, FlakyRemote()]))

@@ -71,3 +71,8 @@ def test_a_mapped_exception_shows_its_reason_and_text() -> None:
     )
     assert result.record is not None
     assert result.record.evidence["cause_code"] == ErrorCode.UPSTREAM_UNAVAILABLE.value
+
+
+def test_a_failure_text_the_model_reads_names_no_upstream_location() -> None:
+    result = ToolResult.failure("lookup_failed", "the index at http://10.1.2.3:9200/idx is down")
+    assert result.to_model_text() == "lookup_failed: the index at [REDACTED:url] is down"

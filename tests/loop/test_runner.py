@@ -7,6 +7,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import httpx
 import pytest
 from pydantic import BaseModel, field_validator
 
@@ -274,6 +275,38 @@ async def test_tool_error_of_a_mapped_exception_shows_its_reason_and_text() -> N
         "tool_error: Tool 'search' failed (component_invoke_error): the search index is down"
     )
     assert outcome.failures[0].evidence["cause_code"] == "UPSTREAM_UNAVAILABLE"
+
+
+async def test_a_tool_raising_http_400_carries_the_tables_reason_and_status() -> None:
+    async def create_order(sku: str) -> str:
+        request = httpx.Request("POST", "https://orders.internal:8443/v2/orders")
+        httpx.Response(400, request=request).raise_for_status()
+        return "unreachable"
+
+    events: list[LoopEvent] = []
+    model = ScriptedModel([tool_call("create_order", {"sku": "A-1"}, id="c1"), "later"])
+    outcome = await run_loop(
+        model, ToolRegistry([create_order]).view(), "go", on_event=events.append
+    )
+    [record] = outcome.failures
+    assert (record.reason, record.error_code, record.retryable, record.stage) == (
+        "http_4xx",
+        ErrorCode.UPSTREAM_UNAVAILABLE,
+        False,
+        "tool_loop",
+    )
+    assert record.evidence["http_status"] == 400
+    [failed] = [e for e in events if e.type == "step.failed"]
+    assert failed.trace_metadata["failure_reason"] == "http_4xx"
+    assert failed.trace_metadata["retryable"] is False
+    assert failed.trace_metadata["http_status"] == 400
+    [message] = tool_messages(outcome.transcript)
+    assert message.content.startswith(
+        "tool_error: Tool 'create_order' failed (http_4xx): Client error '400 Bad Request'"
+    )
+    assert "orders.internal" not in message.content  # the model reads no upstream URL
+    assert "orders.internal" not in json.dumps(failed.trace_metadata)
+    assert outcome.status == "completed"  # the loop went on
 
 
 async def test_a_returned_tool_failure_passes_through_as_an_observation(

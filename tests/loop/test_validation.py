@@ -98,6 +98,22 @@ def test_problems_name_their_fields() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("schema", "value", "message"),
+    [
+        ({"type": "integer"}, "3", "Input should be a valid integer"),
+        ({"type": "array"}, "x", "Input should be a valid array"),
+        ({"type": "object"}, 1, "Input should be a valid object"),
+        ({"type": "string"}, 1, "Input should be a valid string"),
+        ({"type": ["integer", "string"]}, 1.5, "Input should be a valid integer or string"),
+        ({"type": ["array", "null"]}, 1, "Input should be a valid array or null"),
+        ({"type": "null"}, 1, "Input should be null"),
+    ],
+)
+def test_every_type_message_reads_well(schema: dict[str, Any], value: Any, message: str) -> None:
+    assert [p.message for p in check_schema(schema, value)] == [message]
+
+
 def test_integers_are_not_booleans_or_fractions() -> None:
     schema = {"type": "integer"}
     assert check_schema(schema, True) != ()

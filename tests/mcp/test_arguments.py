@@ -55,36 +55,42 @@ def test_several_missing_arguments_are_named_in_schema_order() -> None:
 @pytest.mark.parametrize(
     ("args", "line"),
     [
-        ({"title": 3}, "Invalid argument type: title should be string, not integer"),
+        ({"title": 3}, "Invalid argument type: title should be a string, not an integer"),
         (
             {"title": "x", "limit": "5"},
-            "Invalid argument type: limit should be integer, not string",
+            "Invalid argument type: limit should be an integer, not a string",
         ),
         (
             {"title": "x", "limit": True},
-            "Invalid argument type: limit should be integer, not boolean",
+            "Invalid argument type: limit should be an integer, not a boolean",
         ),
         (
             {"title": "x", "limit": 2.5},
-            "Invalid argument type: limit should be integer, not number",
+            "Invalid argument type: limit should be an integer, not a number",
         ),
         (
             {"title": "x", "note": 1},
-            "Invalid argument type: note should be string or null, not integer",
+            "Invalid argument type: note should be a string or null, not an integer",
         ),
-        ({"title": "x", "tags": "a"}, "Invalid argument type: tags should be array, not string"),
-        ({"title": "x", "price": "1"}, "Invalid argument type: price should be number, not string"),
+        (
+            {"title": "x", "tags": "a"},
+            "Invalid argument type: tags should be an array, not a string",
+        ),
+        (
+            {"title": "x", "price": "1"},
+            "Invalid argument type: price should be a number, not a string",
+        ),
         (
             {"title": "x", "gift": "yes"},
-            "Invalid argument type: gift should be boolean, not string",
+            "Invalid argument type: gift should be a boolean, not a string",
         ),
         (
             {"title": "x", "where": "Seoul"},
-            "Invalid argument type: where should be object or null, not string",
+            "Invalid argument type: where should be an object or null, not a string",
         ),
         (
             {"title": "x", "code": 1.5},
-            "Invalid argument type: code should be string or integer, not number",
+            "Invalid argument type: code should be a string or an integer, not a number",
         ),
     ],
 )
@@ -105,7 +111,7 @@ def test_unknown_fields_and_unknown_schemas_are_left_to_the_server() -> None:
 
 def test_arguments_must_be_an_object() -> None:
     assert check_arguments(SCHEMA, ["Dune"]) == (
-        "Invalid arguments: expected a JSON object, not array"
+        "Invalid arguments: expected a JSON object, not an array"
     )
     assert check_arguments(SCHEMA, None) == "Invalid arguments: expected a JSON object, not null"
 

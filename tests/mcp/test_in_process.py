@@ -101,7 +101,7 @@ async def test_wrong_type_reaches_the_model_and_the_server_is_not_called(
     async with MCPToolLoader(server).session() as tools:
         out = await by_name(tools)["echo"].call({"text": "x", "times": "twice"})
     assert (out.text, out.is_error) == (
-        "Invalid argument type: times should be integer, not string",
+        "Invalid argument type: times should be an integer, not a string",
         True,
     )
     assert probe.calls == []

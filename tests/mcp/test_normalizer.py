@@ -131,7 +131,7 @@ async def test_missing_argument_is_an_observation_and_the_server_is_not_called()
 async def test_wrong_type_is_an_observation_and_the_server_is_not_called() -> None:
     tool, remote = make()
     out = await tool.call({"title": 42})
-    assert out.text == "Invalid argument type: title should be string, not integer"
+    assert out.text == "Invalid argument type: title should be a string, not an integer"
     assert out.is_error
     assert remote.calls == []
 

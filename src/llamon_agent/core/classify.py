@@ -10,24 +10,45 @@ type and then each base class in MRO order, first match wins:
 3. a rule registered by dotted name ``"<top-level package>.<QualName>"`` -- how
    ``httpx2``, ``langgraph`` and ``mcp`` types are matched without importing them.
 
+A *generic wrapper* row (``ComponentInvokeError``, ``ComponentLoadError``, a2a-sdk's
+``A2AClientHTTPError``) yields to a more specific cause: when the exception was raised
+``from`` another (its ``__cause__``), the nearest cause in that chain that a row of its own
+maps decides code, reason, retriable and ``retryAfterMs`` (other generic wrappers in the
+chain are looked through; an unmapped cause, or one that carries its own answer --
+``LlamonApplicationError``, ``GuardrailBlockedError`` -- stops the search). So
+``raise ComponentInvokeError("bank lookup failed: ...") from http_status_error`` is
+``RATE_LIMITED`` for a 429 and ``AUTH_REQUIRED`` for a 401. The wrapper's own text stays
+the message (unless the cause's row withholds text); only an explicit ``raise ... from``
+counts, never the implicit ``__context__``.
+
 An ``ExceptionGroup`` is classified by its first leaf exception the table maps (the most
 specific cause), or by its first leaf when none is mapped. Anything unmatched is the
 fallback: ``INTERNAL_ERROR``, reason = snake_case of the type name, not retriable, and
 ``mapped=False`` -- its text then stays inside the process (see ``core.messages``).
+
+The retries already made for the failing call (a provider adapter's, recorded with
+``mark_retried``) travel with the classification as ``retried``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
-from collections.abc import Callable, Iterator
+import re
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Final
 
-from llamon_agent.core.codes import ErrorCode, ErrorRule, snake_case
+from llamon_agent.core.codes import (
+    JSON_RPC_CODE_TO_ERROR_CODE,
+    ErrorCode,
+    ErrorRule,
+    snake_case,
+)
 from llamon_agent.exceptions import (
     A2AProtocolError,
     ComponentInvokeError,
@@ -52,7 +73,9 @@ __all__ = [
     "DynamicRule",
     "Rule",
     "RuleRow",
+    "YieldingRule",
     "classify_exception",
+    "mark_retried",
     "parse_retry_after_ms",
     "python_exc_to_error_code",
     "register_exception",
@@ -71,7 +94,13 @@ class Classification:
     ``exception`` is the exception the rule matched (an inner one for exception groups);
     ``mapped`` is False only for the INTERNAL_ERROR fallback; ``expose_text`` is False for
     mapped exceptions whose text is known to carry request data (provider SDK errors echo
-    keys and prompts): their message is the code's plain sentence instead.
+    keys and prompts): their message is the code's plain sentence instead. ``message``,
+    when set, is the SDK's own sentence a client gets instead of the exception's text
+    (a recursion limit's developer hint is not for callers). ``http_status`` is the
+    upstream's HTTP status when one decided; ``cause`` is the inner exception whose row
+    decided when a generic wrapper yielded to it (``exception`` is then the wrapper);
+    ``generic`` is True when only a generic wrapper's own row matched; ``retried`` counts
+    the retries already made for the failing call.
     """
 
     code: ErrorCode
@@ -81,6 +110,11 @@ class Classification:
     mapped: bool = True
     retry_after_ms: int | None = None
     expose_text: bool = True
+    message: str | None = None
+    http_status: int | None = None
+    cause: BaseException | None = None
+    generic: bool = False
+    retried: int = 0
 
     def as_tuple(self) -> tuple[ErrorCode, str, bool]:
         """``(code, reason, retriable)``, the shape of ``python_exc_to_error_code``."""
@@ -153,25 +187,113 @@ def _hidden(rule: ErrorRule) -> DynamicRule:
     return apply
 
 
+def _by_status(status: int, response: object, exc: BaseException) -> Classification:
+    """The row for an upstream's HTTP ``status`` (``response`` supplies ``Retry-After``)."""
+    if status == 429:
+        return Classification(
+            ErrorCode.RATE_LIMITED,
+            "rate_limited",
+            True,
+            exc,
+            retry_after_ms=_retry_after(response),
+            http_status=status,
+        )
+    if status in (401, 403):
+        row = (ErrorCode.AUTH_REQUIRED, "auth_failed", False)
+    elif status in (404, 410):
+        row = (ErrorCode.NOT_FOUND, "http_not_found", False)
+    elif status == 408:
+        row = (ErrorCode.UPSTREAM_TIMEOUT, "timeout", True)
+    elif status >= 500:
+        row = (ErrorCode.UPSTREAM_UNAVAILABLE, "http_5xx", True)
+    else:
+        row = (ErrorCode.UPSTREAM_UNAVAILABLE, "http_4xx", False)
+    return Classification(*row, exc, http_status=status)
+
+
 def _http_status(exc: BaseException) -> Classification | None:
     """httpx / httpx2 ``HTTPStatusError`` by status code."""
     response = getattr(exc, "response", None)
     status = getattr(response, "status_code", None)
     if not isinstance(status, int):
         return None
-    if status == 429:
+    return _by_status(status, response, exc)
+
+
+def _a2a_http_status(exc: BaseException) -> Classification | None:
+    """a2a-sdk's ``A2AClientHTTPError`` by its ``status_code`` (a network failure is 503)."""
+    status = getattr(exc, "status_code", None)
+    if not isinstance(status, int) or isinstance(status, bool):
+        return None
+    return _by_status(status, None, exc)
+
+
+_REMOTE_REASON: Final = re.compile(r"[a-z][a-z0-9_]{0,63}")
+_REMOTE_PASSED: Final = frozenset(
+    {
+        ErrorCode.AUTH_REQUIRED,
+        ErrorCode.NOT_FOUND,
+        ErrorCode.RATE_LIMITED,
+        ErrorCode.UPSTREAM_TIMEOUT,
+        ErrorCode.UPSTREAM_UNAVAILABLE,
+    }
+)
+"""Codes of a called agent's answer that mean the same to our caller; the others
+(its ``INVALID_INPUT``, ``INTERNAL_ERROR``, ``GUARDRAIL_BLOCKED``) are our upstream failing."""
+
+
+def _a2a_jsonrpc(exc: BaseException) -> Classification | None:
+    """a2a-sdk's ``A2AClientJSONRPCError``: the called agent answered a JSON-RPC error.
+
+    Its ``error.data`` in this SDK's shape (``errorCode``, ``retriable``, ``retryAfterMs``)
+    is honoured; otherwise the JSON-RPC code decides: task not found -> ``NOT_FOUND``, an
+    internal or server error -> ``UPSTREAM_UNAVAILABLE`` retriable, a refused request
+    (parse, params, unsupported) -> ``UPSTREAM_UNAVAILABLE`` not retriable.
+    """
+    error = getattr(exc, "error", None)
+    code = getattr(error, "code", None)
+    if not isinstance(code, int) or isinstance(code, bool):
+        return None
+    data = getattr(error, "data", None)
+    remote = data.get("errorCode") if isinstance(data, Mapping) else None
+    if isinstance(data, Mapping) and isinstance(remote, str) and remote in ErrorCode.__members__:
+        remote_code = ErrorCode(remote)
+        retriable = data.get("retriable") is True
+        after = data.get("retryAfterMs")
+        retry_after = after if isinstance(after, int) and not isinstance(after, bool) else None
+        reason = data.get("errorReason")
+        if remote_code in _REMOTE_PASSED:
+            if not (isinstance(reason, str) and _REMOTE_REASON.fullmatch(reason)):
+                reason = None
+            return Classification(
+                remote_code,
+                reason or "a2a_upstream_error",
+                retriable,
+                exc,
+                retry_after_ms=retry_after if retry_after is None or retry_after >= 0 else None,
+                message=f"The called agent answered JSON-RPC error {code} ({remote_code.value}).",
+            )
+        failed = "a2a_request_rejected" if remote_code is ErrorCode.INVALID_INPUT else None
         return Classification(
-            ErrorCode.RATE_LIMITED, "rate_limited", True, exc, True, _retry_after(response)
+            ErrorCode.UPSTREAM_UNAVAILABLE,
+            failed or "a2a_upstream_error",
+            retriable,
+            exc,
+            message=f"The called agent answered JSON-RPC error {code} ({remote_code.value}).",
         )
-    if status in (401, 403):
-        return Classification(ErrorCode.AUTH_REQUIRED, "auth_failed", False, exc)
-    if status in (404, 410):
-        return Classification(ErrorCode.NOT_FOUND, "http_not_found", False, exc)
-    if status == 408:
-        return Classification(ErrorCode.UPSTREAM_TIMEOUT, "timeout", True, exc)
-    if status >= 500:
-        return Classification(ErrorCode.UPSTREAM_UNAVAILABLE, "http_5xx", True, exc)
-    return Classification(ErrorCode.UPSTREAM_UNAVAILABLE, "http_4xx", False, exc)
+    message = f"The called agent answered JSON-RPC error {code}."
+    mapped = JSON_RPC_CODE_TO_ERROR_CODE.get(code)
+    if mapped is ErrorCode.NOT_FOUND:
+        return Classification(
+            ErrorCode.NOT_FOUND, "a2a_task_not_found", False, exc, message=message
+        )
+    if mapped is None or mapped is ErrorCode.INTERNAL_ERROR:
+        return Classification(
+            ErrorCode.UPSTREAM_UNAVAILABLE, "a2a_upstream_error", True, exc, message=message
+        )
+    return Classification(
+        ErrorCode.UPSTREAM_UNAVAILABLE, "a2a_request_rejected", False, exc, message=message
+    )
 
 
 _MCP_CONNECTION_CLOSED: Final = -32000
@@ -212,9 +334,29 @@ def _application_error(exc: BaseException) -> Classification | None:
         exc.reason,
         exc.retriable,
         exc,
-        True,
-        retry_after if isinstance(retry_after, int) else None,
+        retry_after_ms=retry_after if isinstance(retry_after, int) else None,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class YieldingRule:
+    """A generic wrapper's row: an explicit mapped cause decides, else ``rule`` applies.
+
+    See the module docstring ("generic wrapper"). ``rule`` is what the wrapper means
+    on its own (``ComponentInvokeError``: ``UPSTREAM_UNAVAILABLE``, retriable).
+    """
+
+    rule: ErrorRule | DynamicRule
+
+
+def _fixed(rule: ErrorRule, message: str) -> DynamicRule:
+    """A row whose client message is ``message``, whatever the exception's text."""
+
+    def apply(exc: BaseException) -> Classification:
+        reason = rule.reason or snake_case(type(exc).__name__)
+        return Classification(rule.code, reason, rule.retriable, exc, message=message)
+
+    return apply
 
 
 _UNAVAILABLE = ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, None, True)
@@ -223,7 +365,11 @@ _TIMEOUT = ErrorRule(ErrorCode.UPSTREAM_TIMEOUT, "timeout", True)
 _INTERNAL = ErrorRule(ErrorCode.INTERNAL_ERROR, None, False)
 _DATABASE = ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, "database_unavailable", True)
 
-BUILTIN_RULES: Final[tuple[tuple[Key, Rule, str], ...]] = (
+_RECURSION_MESSAGE: Final = (
+    "The agent reached its limit of steps before finishing; retrying may succeed."
+)
+
+BUILTIN_RULES: Final[tuple[tuple[Key, Rule | YieldingRule, str], ...]] = (
     (LlamonApplicationError, _application_error, "its own code, reason, retriable, extras"),
     (GuardrailBlockedError, ErrorRule(ErrorCode.GUARDRAIL_BLOCKED), "artifacts withheld"),
     (MissingAPIKeyError, ErrorRule(ErrorCode.AUTH_REQUIRED), ""),
@@ -235,8 +381,8 @@ BUILTIN_RULES: Final[tuple[tuple[Key, Rule, str], ...]] = (
     (TimeoutError, _TIMEOUT, "asyncio.TimeoutError is TimeoutError"),
     ("httpx.TimeoutException", _TIMEOUT, ""),
     ("httpx2.TimeoutException", _TIMEOUT, "mcp 2.x transport"),
-    (ComponentInvokeError, _UNAVAILABLE, ""),
-    (ComponentLoadError, _UNAVAILABLE, ""),
+    (ComponentInvokeError, YieldingRule(_UNAVAILABLE), "generic wrapper: a mapped cause decides"),
+    (ComponentLoadError, YieldingRule(_UNAVAILABLE), "generic wrapper: a mapped cause decides"),
     ("httpx.ConnectError", _NETWORK, ""),
     ("httpx2.ConnectError", _NETWORK, "mcp 2.x transport"),
     ("httpx.TransportError", _NETWORK, "read/write/protocol errors"),
@@ -246,8 +392,11 @@ BUILTIN_RULES: Final[tuple[tuple[Key, Rule, str], ...]] = (
     ("httpx2.HTTPStatusError", _http_status, "by status, see below"),
     (
         "langgraph.GraphRecursionError",
-        ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, "max_tool_iterations_exceeded", True),
-        "recursion limit of a graph / ReAct loop",
+        _fixed(
+            ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, "max_tool_iterations_exceeded", True),
+            _RECURSION_MESSAGE,
+        ),
+        "recursion limit of a graph / ReAct loop; the SDK's message",
     ),
     ("langgraph.NodeTimeoutError", _TIMEOUT, "a flow node's timeout"),
     ("mcp.MCPError", _mcp_error, "by JSON-RPC code, see below"),
@@ -258,6 +407,18 @@ BUILTIN_RULES: Final[tuple[tuple[Key, Rule, str], ...]] = (
     ("openai.APIConnectionError", _hidden(_NETWORK), "openai SDK, text withheld"),
     ("anthropic.APIConnectionError", _hidden(_NETWORK), "anthropic SDK, text withheld"),
     ("sqlite3.OperationalError", _hidden(_DATABASE), "locked, disk I/O: text withheld (paths)"),
+    (
+        "a2a.A2AClientHTTPError",
+        YieldingRule(_a2a_http_status),
+        "a2a-sdk client: by status, see below; generic wrapper",
+    ),
+    ("a2a.A2AClientTimeoutError", _TIMEOUT, "a2a-sdk client"),
+    ("a2a.A2AClientJSONRPCError", _a2a_jsonrpc, "a2a-sdk client: by JSON-RPC error, see below"),
+    (
+        "a2a.A2AClientJSONError",
+        ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, "a2a_invalid_response", False),
+        "a2a-sdk client: the called agent's answer is not JSON-RPC",
+    ),
     (MaxIterationError, _INTERNAL, ""),
     (MergeStrategyError, _INTERNAL, ""),
     (RoutingError, _INTERNAL, ""),
@@ -278,11 +439,16 @@ _DYNAMIC_ROWS: Final = (
     RuleRow("MCPError session lost", "UPSTREAM_UNAVAILABLE", "session_lost", "true", "-32600"),
     RuleRow("MCPError HTTP status", "UPSTREAM_UNAVAILABLE", "http_error", "true", "-32603"),
     RuleRow("MCPError other", "UPSTREAM_UNAVAILABLE", "mcp_error", "false", "server refused"),
+    RuleRow("A2AClientJSONRPCError + data", "(the called agent's)", "", "", "its errorCode"),
+    RuleRow("A2AClientJSONRPCError -32001", "NOT_FOUND", "a2a_task_not_found", "false"),
+    RuleRow("A2AClientJSONRPCError -32603", "UPSTREAM_UNAVAILABLE", "a2a_upstream_error", "true"),
+    RuleRow("A2AClientJSONRPCError other", "UPSTREAM_UNAVAILABLE", "a2a_request_rejected", "false"),
+    RuleRow("generic wrapper + cause", "(the cause's)", "", "", "raise ... from a mapped cause"),
     RuleRow("ExceptionGroup", "(first mapped leaf)", "", "", "else the first leaf"),
     RuleRow("anything else", "INTERNAL_ERROR", "<snake_case type>", "false", "text withheld"),
 )
 
-_registry: dict[Key, Rule] = {key: rule for key, rule, _ in BUILTIN_RULES}
+_registry: dict[Key, Rule | YieldingRule] = {key: rule for key, rule, _ in BUILTIN_RULES}
 
 
 def register_exception(
@@ -291,14 +457,15 @@ def register_exception(
     *,
     reason: str | None = None,
     retriable: bool = False,
-    rule: DynamicRule | None = None,
+    rule: DynamicRule | YieldingRule | None = None,
 ) -> None:
     """Map an exception type (or its dotted name ``"pkg.QualName"``) to an ``ErrorCode``.
 
     Give ``code`` (with optional ``reason``; None means snake_case of the raised type's
     name) or a ``rule`` function for mappings that depend on the exception's content.
     Registering a key again replaces its rule, built-in rows included; subclasses match
-    through the MRO.
+    through the MRO. A ``YieldingRule`` makes the type a generic wrapper (a mapped
+    ``__cause__`` decides; see the module docstring).
     """
     if (code is None) == (rule is None):
         raise TypeError("register_exception needs exactly one of 'code' or 'rule'")
@@ -337,16 +504,70 @@ def _apply(rule: Rule, exc: BaseException) -> Classification | None:
         return None
 
 
-def _classify_single(exc: BaseException) -> Classification | None:
+def _classify_single(exc: BaseException, *, follow_causes: bool = True) -> Classification | None:
     for cls in type(exc).__mro__:
         declared = cls.__dict__.get("__llamon_error__")
         candidates = (declared, _registry.get(cls), _registry.get(_dotted(cls)))
         for rule in candidates:
-            if isinstance(rule, ErrorRule) or callable(rule):
+            if isinstance(rule, YieldingRule):
+                if follow_causes:
+                    specific = _specific_cause(exc)
+                    if specific is not None:
+                        return specific
+                own = _apply(rule.rule, exc)
+                if own is not None:
+                    return dataclasses.replace(own, generic=True)
+            elif isinstance(rule, ErrorRule) or callable(rule):
                 result = _apply(rule, exc)
                 if result is not None:
                     return result
     return None
+
+
+_MAX_CHAIN: Final = 8
+
+
+def _specific_cause(wrapper: BaseException) -> Classification | None:
+    """The classification of the nearest explicit cause a row of its own maps, or None."""
+    seen = {id(wrapper)}
+    cause = wrapper.__cause__
+    while cause is not None and id(cause) not in seen and len(seen) <= _MAX_CHAIN:
+        seen.add(id(cause))
+        if isinstance(cause, LlamonApplicationError | GuardrailBlockedError):
+            return None  # it carries its own answer: the wrapper's row stands
+        found = _classify_single(cause, follow_causes=False)
+        if found is None:
+            return None
+        if not found.generic:
+            return dataclasses.replace(found, exception=wrapper, cause=cause)
+        cause = cause.__cause__
+    return None
+
+
+_RETRIED_ATTR: Final = "__llamon_retried__"
+
+
+def mark_retried(exc: BaseException, retries: int) -> None:
+    """Record on ``exc`` that the call it ended was retried ``retries`` times already.
+
+    A retrying adapter calls this on the exception it finally raises; the client's
+    ``retried`` and the record's evidence then say how often the server tried. Exceptions
+    that refuse attributes are left as they are.
+    """
+    with contextlib.suppress(AttributeError, TypeError):
+        setattr(exc, _RETRIED_ATTR, max(0, int(retries)))
+
+
+def _retried(exc: BaseException) -> int:
+    current: BaseException | None = exc
+    for _ in range(_MAX_CHAIN):
+        if current is None:
+            break
+        value = getattr(current, _RETRIED_ATTR, None)
+        if isinstance(value, int):
+            return value
+        current = current.__cause__
+    return 0
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
@@ -359,6 +580,12 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]
 
 def classify_exception(exc: BaseException) -> Classification:
     """Classify ``exc``; never raises. See the module docstring for the resolution order."""
+    found = _classify(exc)
+    retried = _retried(exc)
+    return dataclasses.replace(found, retried=retried) if retried else found
+
+
+def _classify(exc: BaseException) -> Classification:
     if isinstance(exc, BaseExceptionGroup):
         leaves = list(_leaves(exc))
         for leaf in leaves:
@@ -387,6 +614,8 @@ def registered_rules() -> list[RuleRow]:
     for key, rule in _registry.items():
         name = key if isinstance(key, str) else _dotted(key)
         note = notes.get(key, "registered")
+        if isinstance(rule, YieldingRule) and isinstance(rule.rule, ErrorRule):
+            rule = rule.rule
         if isinstance(rule, ErrorRule):
             reason = rule.reason or "<snake_case type>"
             rows.append(RuleRow(name, rule.code.value, reason, str(rule.retriable).lower(), note))

@@ -12,7 +12,8 @@ Both serialize with camelCase wire names (``errorCode``, ``retryAfterMs`` ...) a
 the value conventions when built. The ``make_*`` factories never raise: invalid values
 give ``INTERNAL_ERROR`` / ``error_data_build_failed`` and the original intent is logged,
 so a typo in an ``errorSource`` can never turn a failure answer into a crash.
-``errorMessage`` always passes through the scrubber.
+``errorMessage`` always passes through the scrubber, which also removes upstream
+locations (URLs, ``host:port``, IP addresses): a client never reads where an upstream is.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from llamon_agent.core.codes import DEFAULT_MESSAGES, ErrorCode
-from llamon_agent.core.scrub import scrub_text
+from llamon_agent.core.scrub import scrub_public_text, scrub_text
 
 __all__ = [
     "APPLICATION_EXTRA_FIELDS",
@@ -102,7 +103,7 @@ def _category(value: str) -> str:
 
 
 def _scrubbed(value: str) -> str:
-    return scrub_text(value)
+    return scrub_public_text(value)
 
 
 Reason = Annotated[str, AfterValidator(_reason)]
@@ -295,7 +296,7 @@ def application_error_to_parts(data: BaseErrorData, display_text: str | None = N
 
     ``display_text`` defaults to the error message, or a plain sentence for the code.
     """
-    text = scrub_text(display_text) if display_text else data.error_message
+    text = scrub_public_text(display_text) if display_text else data.error_message
     return [
         Part(root=TextPart(text=text or DEFAULT_MESSAGES[data.error_code])),
         Part(root=DataPart(data=data.to_wire())),

@@ -185,8 +185,10 @@ def error_data_for_exception(
 
     ``LlamonApplicationError`` keeps its code, reason and extras; ``GuardrailBlockedError``
     gets ``data.guardrail``; anything else goes through the mapping table and the message
-    policy (unmapped text withheld behind an incident id). ``extras`` (``node``, ``flow``,
-    ``retried`` ...) are added on top, the exception's own extras winning.
+    policy (unmapped text withheld behind an incident id). ``retried`` is the number of
+    retries the server already made for the failing call (see ``mark_retried``).
+    ``extras`` (``node``, ``flow``, ``retried`` ...) are added on top, the exception's own
+    extras winning.
     """
     found = classification or classify_exception(exc)
     message = public_message(found)
@@ -197,6 +199,8 @@ def error_data_for_exception(
         fields.update(extras)  # let the factory log it and fall back
     if found.retry_after_ms is not None:
         fields["retry_after_ms"] = found.retry_after_ms
+    if found.retried and "retried" not in fields:
+        fields["retried"] = found.retried
     if message.incident_id is not None:
         fields["incident_id"] = message.incident_id
     source = found.exception

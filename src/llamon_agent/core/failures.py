@@ -19,8 +19,8 @@ from llamon_agent.core.catalog import DEFAULT_OPERATOR_ACTIONS, reason_spec
 from llamon_agent.core.classify import classify_exception
 from llamon_agent.core.codes import ErrorCode, Stage
 from llamon_agent.core.error_data import BaseErrorData
-from llamon_agent.core.messages import public_message
-from llamon_agent.core.scrub import scrub_evidence, scrub_text
+from llamon_agent.core.messages import public_message, public_text
+from llamon_agent.core.scrub import scrub_evidence, scrub_public_text, scrub_text
 
 __all__ = ["FailureRecord"]
 
@@ -55,7 +55,8 @@ def _text_or_none(value: object, limit: int = 200) -> str | None:
 class FailureRecord:
     """One failure: where (``stage``), what (``reason``), and compact proof (``evidence``).
 
-    ``message`` and ``evidence`` are scrubbed on construction; ``tool``, ``plan_id`` and
+    ``message`` and ``evidence`` are scrubbed on construction (the message also loses any
+    upstream URL, ``host:port`` or IP address: records feed events); ``tool``, ``plan_id`` and
     ``step_id`` are identifiers of our own making, kept as given (scrubbed as text).
     """
 
@@ -80,7 +81,7 @@ class FailureRecord:
             reason = scrub_text(reason, max_length=128) or "unknown"
         set_(self, "stage", stage)
         set_(self, "reason", reason)
-        set_(self, "message", scrub_text(str(self.message)))
+        set_(self, "message", scrub_public_text(str(self.message)))
         set_(self, "error_code", ErrorCode(self.error_code))
         set_(self, "tool", _text_or_none(self.tool))
         set_(self, "plan_id", _text_or_none(self.plan_id))
@@ -175,8 +176,11 @@ class FailureRecord:
         An exception with a ``to_dict()`` envelope (seed 004's engine errors, every
         llamon exception) is read through it: its message is a designed message, kept
         (scrubbed); the mapping table supplies ``error_code`` and ``retryable`` where the
-        envelope has none. An unmapped exception without an envelope gets the generic
-        message with an incident id (its text stays in the server log).
+        envelope has none, and overrides the envelope's reason when a generic wrapper
+        yielded to its cause. An unmapped exception without an envelope gets the generic
+        message with an incident id (its text stays in the server log). Evidence keeps
+        the exception type (and the deciding cause's), ``http_status``,
+        ``retry_after_ms`` and ``retried`` when known.
         """
         found = classify_exception(exc)
         base: dict[str, Any] = {}
@@ -188,20 +192,32 @@ class FailureRecord:
                 envelope = None
             if isinstance(envelope, Mapping):
                 base.update(envelope)
-        if found.mapped or "reason" not in base:
+        if found.cause is not None:
+            # a generic wrapper yielded to its cause: the cause's row decides
+            base.update(reason=found.reason, error_code=found.code, retryable=found.retriable)
+        elif found.mapped or "reason" not in base:
             # the table knows this exception, or it has no envelope of its own
             base.setdefault("reason", found.reason)
             base.setdefault("error_code", found.code)
             base.setdefault("retryable", found.retriable)
         incident_id = None
-        if not base.get("message"):
+        designed = base.get("message")
+        if designed and found.expose_text and found.message is None:
+            base["message"] = public_text(str(designed), found.exception)
+        else:
             message = public_message(found)
             base["message"], incident_id = message.text, message.incident_id
         merged_evidence: dict[str, object] = {"exception_type": type(found.exception).__name__}
+        if found.cause is not None:
+            merged_evidence["cause_type"] = type(found.cause).__name__
         if incident_id:
             merged_evidence["incident_id"] = incident_id
         if found.retry_after_ms is not None:
             merged_evidence["retry_after_ms"] = found.retry_after_ms
+        if found.http_status is not None:
+            merged_evidence["http_status"] = found.http_status
+        if found.retried:
+            merged_evidence["retried"] = found.retried
         merged_evidence.update(evidence or {})
         context = {"stage": stage, "tool": tool, "plan_id": plan_id, "step_id": step_id}
         base.update({key: value for key, value in context.items() if value is not None})

@@ -10,6 +10,10 @@ What a caller sees:
   ``{key}_present`` booleans, identities become ``{key}_hash`` keyed hashes, allowed
   operational keys keep their (scrubbed) values, and everything else is dropped and named
   under ``dropped_keys``.
+* :func:`scrub_public_text` is :func:`scrub_text` for text that leaves the process (an
+  error message a client, a model or an event consumer reads): it also removes every
+  upstream location -- URLs become ``[REDACTED:url]``, ``host:port`` pairs and IPv4
+  addresses ``[REDACTED:host]`` (:func:`strip_locations`). Log lines keep them.
 * :func:`keyed_hash` returns a 16-hex-char HMAC-SHA256 digest, so two records about the same
   user or session can be correlated without storing the raw identifier.
 
@@ -37,9 +41,11 @@ __all__ = [
     "allow_evidence_keys",
     "keyed_hash",
     "scrub_evidence",
+    "scrub_public_text",
     "scrub_text",
     "scrub_value",
     "set_hash_key",
+    "strip_locations",
 ]
 
 REDACTED: Final = "[REDACTED]"
@@ -515,6 +521,61 @@ def scrub_text(text: str, *, max_length: int = 2000) -> str:
         return result
     except Exception:  # a scrubber bug must never leak the raw text nor raise
         return _SCRUB_FAILED_TEXT
+
+
+# --------------------------------------------------------------------------------------
+# Upstream locations (client-visible text only)
+# --------------------------------------------------------------------------------------
+
+# scheme://anything up to whitespace or a quote, without trailing punctuation.
+_LOCATION_URL_RE: Final = re.compile(
+    r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,30}://[^\s'\"<>`]*[^\s'\"<>`.,;:!?)\]}]"
+)
+_LOCATION_HOST_PORT_RE: Final = re.compile(
+    r"(?<![A-Za-z0-9.\-])(?:localhost|\[[0-9A-Fa-f:.]{2,45}\]"
+    r"|(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.){1,10}[A-Za-z0-9\-]{1,63})"
+    r":[0-9]{1,5}(?![0-9A-Za-z])"
+)
+_OCTET: Final = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+_LOCATION_IPV4_RE: Final = re.compile(rf"(?<![0-9.]){_OCTET}(?:\.{_OCTET}){{3}}(?![0-9]|\.[0-9])")
+_URL_MARKER: Final = "[REDACTED:url]"
+_HOST_MARKER: Final = "[REDACTED:host]"
+
+
+@lru_cache(maxsize=1024)
+def _strip_locations_cached(text: str) -> str:
+    if "." not in text and ":" not in text:
+        return text
+    text = _LOCATION_URL_RE.sub(_URL_MARKER, text)
+    text = _LOCATION_HOST_PORT_RE.sub(_HOST_MARKER, text)
+    return _LOCATION_IPV4_RE.sub(_HOST_MARKER, text)
+
+
+def strip_locations(text: str) -> str:
+    """``text`` with every upstream location removed (see the module docstring).
+
+    URLs of any scheme (with their user-info, host, path and query) become
+    ``[REDACTED:url]``; ``host:port`` pairs (a dotted name, ``localhost``, an IPv4 or a
+    bracketed IPv6 address) and bare IPv4 addresses become ``[REDACTED:host]``. Never
+    raises (``[REDACTED:scrub_failed]`` on an internal error).
+    """
+    try:
+        if not isinstance(text, str):
+            text = str(text)
+        if len(text) > _CACHE_MAX_TEXT:
+            return _strip_locations_cached.__wrapped__(text)
+        return _strip_locations_cached(text)
+    except Exception:
+        return _SCRUB_FAILED_TEXT
+
+
+def scrub_public_text(text: str, *, max_length: int = 2000) -> str:
+    """:func:`scrub_text` plus :func:`strip_locations`: text that may leave the process.
+
+    Use it for every message a client, a model or an event consumer reads; the server log
+    keeps the locations (it is scrubbed with :func:`scrub_text` only).
+    """
+    return scrub_text(strip_locations(text), max_length=max_length)
 
 
 # --------------------------------------------------------------------------------------

@@ -12,7 +12,8 @@ outcome                     A2A answer
 ``max_rounds_exceeded``     ``failed``, ``UPSTREAM_UNAVAILABLE`` / ``max_rounds_exceeded``,
                             retriable
 ``model_error``             ``failed`` with the model exception's classification: its
-                            code, reason, retriable, ``retryAfterMs`` when known; an
+                            code, reason, retriable, ``retryAfterMs`` when known,
+                            ``retried`` (the adapter's retries of the failing call); an
                             unmapped exception shows only an incident id
 ``tool_escalated``          the tool's exception is re-raised as it was: ``failed`` as
                             the table classifies it (an MCP tool's third transport
@@ -72,6 +73,8 @@ def outcome_error(outcome: LoopOutcome, *, model_name: str | None = None) -> Bas
         extras: dict[str, object] = dict(source)
         if found.retry_after_ms is not None:
             extras["retryAfterMs"] = found.retry_after_ms
+        if found.retried:
+            extras["retried"] = found.retried
         incident = record.evidence.get("incident_id")
         if isinstance(incident, str):
             extras["incidentId"] = incident

@@ -77,6 +77,8 @@ class LoopOutcome:
     """The end of a run (see the module docstring).
 
     ``classification`` is set for ``model_error`` and ``tool_escalated``.
+    ``model_retries`` counts every retry the model adapter made in this run, those of a
+    call that finally failed included.
     """
 
     status: LoopStatus

@@ -7,8 +7,9 @@ A tool's result is a value, and so is its failure (seed 003: "도구의 실패�
 
 The loop sends ``to_model_text()`` back to the model under the call's id. For a
 failure that text is one short, actionable line, ``"<error_code>: <message>"``; it never
-holds a traceback or the text of an exception the classification table does not know
-(``ToolResult.from_exception`` keeps that text in the server log behind an incident id).
+holds a traceback, an upstream URL or host, or the text of an exception the
+classification table does not know (``ToolResult.from_exception`` keeps that text in the
+server log behind an incident id).
 A failure may carry the ``FailureRecord`` that logs, events and Quality Lab results keep.
 """
 
@@ -21,9 +22,10 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from llamon_agent.core.classify import classify_exception
+from llamon_agent.core.codes import Stage
 from llamon_agent.core.failures import FailureRecord
 from llamon_agent.core.messages import public_message
-from llamon_agent.core.scrub import scrub_text
+from llamon_agent.core.scrub import scrub_public_text
 
 __all__ = ["ToolResult"]
 
@@ -72,7 +74,8 @@ class ToolResult:
         """A failed result the model reads as ``"<error_code>: <message>"``.
 
         Write ``message`` for the model: say what was wrong and what to do instead. It is
-        scrubbed (credentials, personal data) before the model sees it. ``labelled=False``
+        scrubbed (credentials, personal data, upstream URLs and hosts) before the model
+        sees it. ``labelled=False``
         shows ``message`` alone (for texts fixed by a contract, such as the MCP
         normalizer's ``Missing required argument: <field>``).
         """
@@ -85,10 +88,13 @@ class ToolResult:
         """The ``tool_error`` result for an exception a tool's handler raised. Never raises.
 
         The model reads ``Tool '<tool>' failed (<reason>): <text>`` for an exception the
-        classification table maps (its text scrubbed), and ``Tool '<tool>' failed
-        (incident <id>).`` for any other: that exception's text and traceback stay in the
-        server log under the incident id. The record (stage ``tool_loop``, reason
-        ``tool_error``) keeps the exception type, the incident id and the classified reason.
+        classification table maps (its text scrubbed, upstream URLs and hosts removed),
+        and ``Tool '<tool>' failed (incident <id>).`` for any other: that exception's text
+        and traceback stay in the server log under the incident id. The record (stage
+        ``tool_loop``) carries the table's answer for a mapped exception -- its reason
+        (``http_4xx``, ``rate_limited`` ...), code and retryable, with ``http_status`` and
+        ``retry_after_ms`` in the evidence when known -- and reason ``tool_error`` (with
+        the incident id) for an unmapped one.
         """
         found = classify_exception(exc)
         shown = public_message(found)
@@ -105,7 +111,20 @@ class ToolResult:
             evidence["incident_id"] = shown.incident_id
         if found.retry_after_ms is not None:
             evidence["retry_after_ms"] = found.retry_after_ms
-        record = FailureRecord.of("tool_error", message, tool=tool, evidence=evidence)
+        if found.http_status is not None:
+            evidence["http_status"] = found.http_status
+        if found.mapped:
+            record = FailureRecord.of(
+                found.reason,
+                message,
+                stage=Stage.TOOL_LOOP,
+                error_code=found.code,
+                retryable=found.retriable,
+                tool=tool,
+                evidence=evidence,
+            )
+        else:
+            record = FailureRecord.of("tool_error", message, tool=tool, evidence=evidence)
         return cls(error_code="tool_error", message=message, record=record)
 
     @property
@@ -117,7 +136,7 @@ class ToolResult:
         """The text the model reads for this result (see the module docstring)."""
         if self.error_code is None:
             return _render(self.value)
-        message = scrub_text(self.message, max_length=_FAILURE_TEXT_LIMIT)
+        message = scrub_public_text(self.message, max_length=_FAILURE_TEXT_LIMIT)
         if not self.labelled and message:
             return message
         return f"{self.error_code}: {message}" if message else self.error_code

@@ -322,6 +322,7 @@ class _Run:
                 response = await self.model.complete(tuple(self.transcript), self.specs)
             except Exception as exc:
                 found = classify_exception(exc)
+                self.model_retries += found.retried  # the retries of the call that failed
                 record = FailureRecord.from_exception(
                     exc, stage=Stage.MODEL_CALL, evidence={"round": self.rounds}
                 )

@@ -125,6 +125,13 @@ _TYPE_CHECKS: dict[str, Any] = {
 _MAX_ENUM_SHOWN = 10
 
 
+def _valid_types(types: Sequence[str]) -> str:
+    """``"a valid integer"``, ``"a valid string or null"`` (pydantic's wording)."""
+    named = [t for t in types if t != "null"]
+    text = f"a valid {' or '.join(named)}" if named else "null"
+    return f"{text} or null" if named and "null" in types else text
+
+
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
@@ -137,9 +144,7 @@ def check_schema(schema: Mapping[str, Any], value: Any, path: str = "") -> tuple
     if isinstance(types, list):
         known = [t for t in types if t in _TYPE_CHECKS]
         if known and not any(_TYPE_CHECKS[t](value) for t in known):
-            wanted = " or ".join(known)
-            article = "an" if wanted[0] in "aeiou" else "a"
-            return (FieldProblem(path, f"Input should be {article} valid {wanted}"),)
+            return (FieldProblem(path, f"Input should be {_valid_types(known)}"),)
     enum = schema.get("enum")
     if isinstance(enum, list) and enum and value not in enum:
         shown = ", ".join(json.dumps(item) for item in enum[:_MAX_ENUM_SHOWN])

@@ -9,8 +9,8 @@ left to the server, whose own validation answers with an ``is_error`` result.
 The answer is ``None`` (go ahead) or one short line for the model:
 
 * ``Missing required argument: title`` (several: ``Missing required arguments: a, b``)
-* ``Invalid argument type: quantity should be integer, not string``
-* ``Invalid arguments: expected a JSON object, not array``
+* ``Invalid argument type: quantity should be an integer, not a string``
+* ``Invalid arguments: expected a JSON object, not an array``
 
 Field names come from the schema or the model; values never appear in the text.
 """
@@ -45,6 +45,15 @@ def json_type_name(value: object) -> str:
     if isinstance(value, list | tuple):
         return "array"
     return type(value).__name__
+
+
+_ARTICLES: Final = {"integer": "an", "object": "an", "array": "an", "null": ""}
+
+
+def _a(json_type: str) -> str:
+    """``"an integer"``, ``"a string"``, ``"null"``: a type name as a sentence reads it."""
+    article = _ARTICLES.get(json_type, "a")
+    return f"{article} {json_type}" if article else json_type
 
 
 def _matches(value: object, json_type: str) -> bool:
@@ -109,7 +118,7 @@ def _missing(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> Iterato
 def check_arguments(schema: Mapping[str, Any], arguments: object) -> str | None:
     """``None`` if ``arguments`` pass the basic checks of ``schema``, else one line."""
     if not isinstance(arguments, Mapping):
-        return f"Invalid arguments: expected a JSON object, not {json_type_name(arguments)}"
+        return f"Invalid arguments: expected a JSON object, not {_a(json_type_name(arguments))}"
     missing = list(_missing(schema, arguments))
     if len(missing) == 1:
         return f"Missing required argument: {missing[0]}"
@@ -125,6 +134,7 @@ def check_arguments(schema: Mapping[str, Any], arguments: object) -> str | None:
         allowed = _allowed_types(field, schema)
         if allowed is None or any(_matches(value, t) for t in allowed):
             continue
-        expected = " or ".join(allowed)
-        return f"Invalid argument type: {name} should be {expected}, not {json_type_name(value)}"
+        expected = " or ".join(_a(t) for t in allowed)
+        actual = _a(json_type_name(value))
+        return f"Invalid argument type: {name} should be {expected}, not {actual}"
     return None

@@ -13,7 +13,9 @@ import pytest
 
 from llamon_agent.core.classify import classify_exception
 from llamon_agent.core.codes import ErrorCode
+from llamon_agent.core.errors import error_data_for_exception
 from llamon_agent.exceptions import ComponentInvokeError, MissingAPIKeyError
+from llamon_agent.loop import ToolRegistry, run_loop
 from llamon_agent.loop.model import ToolSpec, UserMessage
 from tests.loop.providers.fakes import SECRET, FakeProvider, FakeSleep, Reply, Wire
 
@@ -334,3 +336,24 @@ async def test_a_body_that_is_no_answer_is_upstream_unavailable(
             await model.complete(MESSAGES, TOOLS)
     assert classify_exception(info.value).code is ErrorCode.UPSTREAM_UNAVAILABLE
     assert "gateway" not in str(info.value)
+
+
+async def test_the_retries_of_a_failing_call_are_reported(
+    wire: Wire, fake: FakeProvider, sleeper: FakeSleep
+) -> None:
+    """Both adapters: the exception raised after the retries says how many were made; the
+    loop's outcome, its record and the A2A error data all report them."""
+    fake.script(wire.error(503, "overloaded"))
+    model = wire.make(fake.url, max_retries=2, sleep=sleeper)
+    outcome = await run_loop(model, ToolRegistry(), "hi")
+    assert len(fake.requests) == 3
+    assert outcome.status == "model_error"
+    assert outcome.model_retries == 2
+    assert outcome.classification is not None
+    assert outcome.classification.retried == 2
+    record = outcome.terminal
+    assert record is not None
+    assert (record.reason, record.evidence["retried"]) == ("http_5xx", 2)
+    data = error_data_for_exception(outcome.classification.exception).to_wire()
+    assert (data["errorCode"], data["retried"]) == ("UPSTREAM_UNAVAILABLE", 2)
+    assert fake.url.removeprefix("http://") not in record.message

@@ -4,7 +4,9 @@ OpenAI-wire server, served over A2A and called with a2a-sdk's client (all on 127
 from __future__ import annotations
 
 import json
+import logging
 
+import pytest
 from a2a.types import TaskQueryParams, TaskState
 
 from llamon_agent.a2a.server import create_app
@@ -79,3 +81,51 @@ async def test_max_rounds_keeps_the_partial_tool_results(fake: FakeProvider) -> 
         "max_rounds_exceeded",
     )
     assert [a.name for a in task.artifacts] == ["tool_results"]
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "code", "reason"),
+    [
+        (429, {"Retry-After": "1"}, "RATE_LIMITED", "rate_limited"),
+        (503, {}, "UPSTREAM_UNAVAILABLE", "http_5xx"),
+    ],
+)
+async def test_provider_failure_shows_no_upstream_location_and_reports_retries(
+    fake: FakeProvider,
+    caplog: pytest.LogCaptureFixture,
+    status: int,
+    headers: dict[str, str],
+    code: str,
+    reason: str,
+) -> None:
+    """The caller reads what failed and how often the server tried, never where the
+    provider is (its URL, host, port or path); the server log keeps the location."""
+    fake.script(*[WIRE.error(status, "busy", headers)] * 3, WIRE.answer("recovered"))
+    model = WIRE.make(fake.url, max_retries=2, sleep=FakeSleep())
+    agent = LoopAgent(model, ToolRegistry([add_numbers]))
+    host_port = fake.url.removeprefix("http://")
+    with caplog.at_level(logging.INFO, logger="llamon_agent.errors"):
+        async with (
+            running_server(create_app(agent, make_card())) as url,
+            a2a_client(url) as client,
+        ):
+            task = await send(client, user_message("hi"))
+            fetched = await client.get_task(TaskQueryParams(id=task.id))
+            following = await send(client, user_message("again"))
+    data = error_data(fetched)
+    assert fetched.status.state == TaskState.failed
+    assert (data["errorCode"], data["errorReason"], data["retriable"], data["retried"]) == (
+        code,
+        reason,
+        True,
+        2,
+    )
+    assert len(fake.requests) == 4  # three tries of the failing call, then the next request
+    seen_by_client = json.dumps(fetched.model_dump(mode="json"))
+    for location in (host_port, "127.0.0.1", WIRE.path, "http://"):
+        assert location not in seen_by_client
+    assert data["errorMessage"].startswith(f"OpenAI API answered HTTP {status}")
+    withheld = [r.getMessage() for r in caplog.records if "withheld" in r.getMessage()]
+    assert any(f"{host_port}{WIRE.path}" in line for line in withheld)
+    assert following.status.state == TaskState.completed
+    assert texts(following)[-1] == "recovered"

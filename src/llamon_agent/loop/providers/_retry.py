@@ -15,7 +15,8 @@ off and call :func:`call_with_retries`, which
    (``retry-after-ms``, delta-seconds or an HTTP date), else exponential backoff with
    jitter, at most ``max_retries`` times;
 3. returns the result with the number of retries it took, or raises the last converted
-   exception.
+   exception, marked (``core.classify.mark_retried``) with the retries made before it, so
+   the client's ``retried`` and the failure record say how often the server tried.
 
 The converted exception is built from safe parts only: the provider's name, the method,
 the URL without user-info or query, the status, the provider's short error type/code and
@@ -39,7 +40,7 @@ import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_exponential, wait_random
 
-from llamon_agent.core.classify import classify_exception, parse_retry_after_ms
+from llamon_agent.core.classify import classify_exception, mark_retried, parse_retry_after_ms
 
 __all__ = [
     "DEFAULT_INITIAL_WAIT",
@@ -165,6 +166,8 @@ async def call_with_retries(
 ) -> tuple[T, int]:
     """Run ``call`` with retries; return ``(result, retries)`` or raise a mapped exception.
 
+    The exception raised carries the retries made before it (``mark_retried``).
+
     ``attempt_timeout`` (seconds) only goes into the text of a timeout error.
     ``operation`` names the call in log lines (``"chat completion"``); it and the
     classification's reason are all that is logged, never an exception's text.
@@ -198,11 +201,17 @@ async def call_with_retries(
     )
     async for attempt in retrying:
         with attempt:
+            retries = attempt.retry_state.attempt_number - 1
             try:
                 result = await call()
             except (errors.status, errors.connection) as err:  # timeouts are connection errors
-                raise _convert(err, errors, attempt_timeout) from err
-            return result, attempt.retry_state.attempt_number - 1
+                converted = _convert(err, errors, attempt_timeout)
+                mark_retried(converted, retries)
+                raise converted from err
+            except Exception as exc:
+                mark_retried(exc, retries)
+                raise
+            return result, retries
     raise AssertionError("unreachable: tenacity re-raises the last failure")  # pragma: no cover
 
 
