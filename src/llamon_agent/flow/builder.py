@@ -1,6 +1,6 @@
 """``GraphBuilder``: LangGraph flows with node kinds, for agents that fail informatively.
 
-The fluent API of seed 000::
+The fluent API::
 
     builder = (
         GraphBuilder()

@@ -1,4 +1,4 @@
-"""MCP tools for the tool loop, with seed 000's automatic protection.
+"""MCP tools for the tool loop, with automatic protection.
 
 ``MCPToolLoader`` connects to an MCP server (in-process, streamable HTTP or stdio) over
 mcp 2.x's ``Client`` and lists its tools (``MCPToolLoader()``: the servers of an

@@ -12,7 +12,7 @@
 may be shared. ``loader.session()`` is one request's worth of MCP: one ``mcp.Client``
 connection (opened on entry, closed on exit), the server's tools listed once, and a fresh
 ``RequestBudget`` so transport failures are counted per tool *per request*. Every tool is
-wrapped by ``wrap_tool_output_normalizer``. Seed 000's spelling works too:
+wrapped by ``wrap_tool_output_normalizer``. The short spelling works too:
 ``tools = await loader.to_tools()`` opens the loader's own session (then the loader is the
 per-request object; ``await loader.aclose()`` or ``async with loader:`` ends it).
 
