@@ -285,3 +285,29 @@ async def test_hitl_node_as_written_completes_with_a_plain_text_answer(checkpoin
         assert part.root.data["birthday"] == "1990-01-01"
         assert "__interrupt__" not in part.root.data
     assert next_task.status.state == TaskState.input_required
+
+
+async def test_hitl_node_as_written_over_message_stream() -> None:
+    builder = (
+        GraphBuilder()
+        .node("ask_birthday", ask_birthday_as_written(), node_kind="hitl")
+        .edge(START, "ask_birthday")
+        .edge("ask_birthday", END)
+    )
+    async with (
+        running_server(create_app(builder, make_card())) as url,
+        a2a_client(url, streaming=True) as client,
+    ):
+        paused = (await stream(client, user_message("hi")))[-1][0]
+        assert paused.status.state == TaskState.input_required
+        done = (
+            await stream(
+                client,
+                user_message("1990-01-01", task_id=paused.id, context_id=paused.context_id),
+            )
+        )[-1][0]
+    assert done.status.state == TaskState.completed
+    data = [
+        p.root.data for a in done.artifacts or [] for p in a.parts if isinstance(p.root, DataPart)
+    ]
+    assert [d["birthday"] for d in data] == ["1990-01-01"]

@@ -55,3 +55,7 @@ class HITLInterrupt:
             raise TypeError(
                 f"HITLInterrupt.payload must be a mapping, got {type(self.payload).__name__}"
             )
+        if self.resume_key is not None and not (
+            isinstance(self.resume_key, str) and self.resume_key
+        ):
+            raise ValueError("HITLInterrupt.resume_key must be a non-empty string or None")
