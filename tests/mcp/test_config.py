@@ -325,3 +325,16 @@ async def test_a_request_that_meets_no_config_fails_safely_and_the_next_one_work
     )
     assert str(work) not in json.dumps(failed.model_dump(mode="json"))
     assert done.status.state == TaskState.completed
+
+
+def test_config_argument_and_mistaken_combinations(
+    places: tuple[Path, Path], tmp_path: Path
+) -> None:
+    path = write_config(tmp_path / "x.json", {"shop": {"command": "python", "args": ["s.py"]}})
+    assert MCPToolLoader(config=path).label == "shop"  # read now, connected later
+    with pytest.raises(MCPConfigError, match=r"none\.json does not exist"):
+        MCPToolLoader(config=tmp_path / "none.json")
+    with pytest.raises(ValueError, match="either a server or config/servers"):
+        MCPToolLoader("http://127.0.0.1:1/mcp", config=path)
+    with pytest.raises(ValueError, match="headers need a server given by its URL"):
+        MCPToolLoader(["python", "s.py"], headers={"Authorization": "Bearer x"})
