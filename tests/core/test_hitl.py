@@ -37,5 +37,12 @@ def test_bad_kind_and_payload_are_clear_errors() -> None:
         HITLInterrupt("question?")  # type: ignore[arg-type]
 
 
+def test_resume_key_names_a_state_key() -> None:
+    assert HITLInterrupt({}, resume_key="birthday").resume_key == "birthday"
+    assert HITLInterrupt({}).resume_key is None
+    with pytest.raises(ValueError, match="resume_key must be a non-empty string"):
+        HITLInterrupt({}, resume_key="")
+
+
 def test_is_not_an_exception() -> None:
     assert not isinstance(HITLInterrupt(), BaseException)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from a2a.types import TaskQueryParams, TaskState
+from a2a.types import DataPart, TaskQueryParams, TaskState
 from langgraph.config import get_stream_writer
 
 from llamon_agent import END, START, GraphBuilder
@@ -208,3 +208,106 @@ async def test_node_timeout_is_upstream_timeout() -> None:
     data = error_data(task)
     assert (data["errorCode"], data["retriable"]) == ("UPSTREAM_TIMEOUT", True)
     assert data["node"] == {"id": "slow", "kind": "business"}
+
+
+async def test_untyped_flow_carries_state_from_node_to_node(checkpointer: Any) -> None:
+    def node_a(state: dict[str, Any]) -> dict[str, Any]:
+        return {"x": 1}
+
+    def node_b(state: dict[str, Any]) -> dict[str, Any]:
+        return {"y": state["x"] + 1}
+
+    graph = (
+        GraphBuilder()
+        .node("a", node_a)
+        .node("b", node_b)
+        .edge(START, "a")
+        .edge("a", "b")
+        .edge("b", END)
+        .compile(checkpointer=checkpointer)
+    )
+    async with running_server(create_app(graph, make_card())) as url, a2a_client(url) as client:
+        task = await send(client, user_message("go"))
+        after = await send(client, user_message("again"))
+    assert task.status.state == TaskState.completed
+    [artifact] = task.artifacts or []
+    [part] = artifact.parts
+    assert isinstance(part.root, DataPart)
+    assert part.root.data == {"query": "go", "thread_id": task.id, "data": [], "x": 1, "y": 2}
+    assert after.status.state == TaskState.completed
+
+
+# The node exactly as users write it from the specification: no ``resume_key``, and
+# nothing after the question but ``...``. Run from its text so not a character changes.
+ASK_BIRTHDAY_AS_WRITTEN = """
+from llamon_agent.core.hitl import HITLInterrupt
+
+async def ask_birthday(state):
+    birthday = state.get("birthday")
+    if not birthday:
+        # raise 하지 않고 return — SDK 가 input-required 로 전송
+        return HITLInterrupt(
+            payload={"question": "생년월일을 알려주세요."},
+            thread_id=state["thread_id"],
+        )
+    ...
+"""
+
+
+def ask_birthday_as_written() -> Any:
+    namespace: dict[str, Any] = {}
+    exec(compile(ASK_BIRTHDAY_AS_WRITTEN, "ask_birthday", "exec"), namespace)  # noqa: S102
+    return namespace["ask_birthday"]
+
+
+async def test_hitl_node_as_written_completes_with_a_plain_text_answer(checkpointer: Any) -> None:
+    graph = (
+        GraphBuilder()
+        .node("ask_birthday", ask_birthday_as_written(), node_kind="hitl")
+        .edge(START, "ask_birthday")
+        .edge("ask_birthday", END)
+        .compile(checkpointer=checkpointer)
+    )
+    async with running_server(create_app(graph, make_card())) as url, a2a_client(url) as client:
+        paused = await send(client, user_message("hi"))
+        assert paused.status.state == TaskState.input_required
+        assert error_data(paused) == {"question": "생년월일을 알려주세요."}
+        done = await send(
+            client, user_message("1990-01-01", task_id=paused.id, context_id=paused.context_id)
+        )
+        fetched = await client.get_task(TaskQueryParams(id=paused.id))
+        next_task = await send(client, user_message("hi"))
+    for answer in (done, fetched):
+        assert answer.status.state == TaskState.completed
+        [artifact] = answer.artifacts or []
+        [part] = artifact.parts
+        assert isinstance(part.root, DataPart)
+        assert part.root.data["birthday"] == "1990-01-01"
+        assert "__interrupt__" not in part.root.data
+    assert next_task.status.state == TaskState.input_required
+
+
+async def test_hitl_node_as_written_over_message_stream() -> None:
+    builder = (
+        GraphBuilder()
+        .node("ask_birthday", ask_birthday_as_written(), node_kind="hitl")
+        .edge(START, "ask_birthday")
+        .edge("ask_birthday", END)
+    )
+    async with (
+        running_server(create_app(builder, make_card())) as url,
+        a2a_client(url, streaming=True) as client,
+    ):
+        paused = (await stream(client, user_message("hi")))[-1][0]
+        assert paused.status.state == TaskState.input_required
+        done = (
+            await stream(
+                client,
+                user_message("1990-01-01", task_id=paused.id, context_id=paused.context_id),
+            )
+        )[-1][0]
+    assert done.status.state == TaskState.completed
+    data = [
+        p.root.data for a in done.artifacts or [] for p in a.parts if isinstance(p.root, DataPart)
+    ]
+    assert [d["birthday"] for d in data] == ["1990-01-01"]

@@ -6,9 +6,10 @@ import asyncio
 import contextlib
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 import uvicorn
@@ -54,14 +55,19 @@ class HttpServer:
 
 
 @contextlib.asynccontextmanager
-async def serving(server: MCPServer) -> AsyncIterator[HttpServer]:
-    """``server`` over streamable HTTP on 127.0.0.1, served by uvicorn in this loop."""
+async def serving(
+    server: MCPServer, *, wrap: Callable[[Any], Any] | None = None
+) -> AsyncIterator[HttpServer]:
+    """``server`` over streamable HTTP on 127.0.0.1, served by uvicorn in this loop
+    (its ASGI app passed through ``wrap`` first, when given)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
     port = sock.getsockname()[1]
     app = server.streamable_http_app(host="127.0.0.1")
+    if wrap is not None:
+        app = wrap(app)
     http = uvicorn.Server(
         uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
     )

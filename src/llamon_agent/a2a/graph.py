@@ -5,8 +5,12 @@ can be inspected afterwards and an interrupted one resumed. Input: ``{"query": t
 "thread_id": task_id, "data": [...]}``, limited to the keys the graph's input schema
 declares (pass ``input_mapper`` to build your own). Output: ``state["output"]`` when
 present (``output_key``), else the final state as a data part. ``interrupt(value)`` in a
-node ends the turn ``input-required`` with ``value`` as the payload; the caller's next
-message resumes the graph with ``Command(resume=<text or data>)``.
+node (or a ``GraphBuilder`` node returning ``HITLInterrupt``) ends the turn
+``input-required`` with ``value`` as the payload; the caller's next message resumes the
+graph with ``Command(resume=<the first data part, else the text>)``. A ``GraphBuilder``
+node then sees a data answer merged into its state and a text answer under its resume
+key (``llamon_agent.flow.builder.resume_key``: ``resume_key=``, else the one key it
+looked up and did not find).
 
 Failure context (which node failed, what completed before it) comes from
 ``failure_context``, the hook the A2A executor calls on any agent that has it; flows fill

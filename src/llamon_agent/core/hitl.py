@@ -19,9 +19,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["HITLInterrupt", "InterruptKind"]
+__all__ = ["DEFAULT_RESUME_KEY", "HITLInterrupt", "InterruptKind"]
 
 InterruptKind = Literal["input-required", "auth-required"]
+
+DEFAULT_RESUME_KEY = "answer"
+"""Where a flow puts a text answer when neither ``resume_key`` nor the node's own
+lookups name the key (see ``HITLInterrupt``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,8 +34,11 @@ class HITLInterrupt:
 
     ``payload`` is what the caller sees (a question, a form, an auth URL); ``thread_id``
     names the conversation/checkpoint thread to resume; ``kind`` picks the task state.
-    In a flow, the caller's answer is merged into the state: a data answer as is, a text
-    answer under ``resume_key`` (default ``"answer"``).
+    In a flow, the caller's answer is merged into the state before the node runs again: a
+    data answer as is, a text answer under ``resume_key``. Without ``resume_key`` a text
+    answer goes under the one key the node looked up in its state and did not find
+    before returning the interrupt (``state.get("birthday")`` -> ``"birthday"``), or under
+    ``DEFAULT_RESUME_KEY`` (``"answer"``) when no key, or several, were missing.
     """
 
     payload: Mapping[str, Any] = field(default_factory=dict)
@@ -48,3 +55,7 @@ class HITLInterrupt:
             raise TypeError(
                 f"HITLInterrupt.payload must be a mapping, got {type(self.payload).__name__}"
             )
+        if self.resume_key is not None and not (
+            isinstance(self.resume_key, str) and self.resume_key
+        ):
+            raise ValueError("HITLInterrupt.resume_key must be a non-empty string or None")

@@ -1,13 +1,29 @@
-"""Process-wide switches that change what a failure may reveal.
+"""Process-wide settings read from ``LLAMON_*`` environment variables.
 
-Only one exists today: the debug switch for unmapped exception text. Off by default.
+The debug switch for unmapped exception text (off by default); where local state lives
+(``LLAMON_HOME``); which ``mcp.json`` lists the MCP servers (``LLAMON_MCP_CONFIG``).
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
-__all__ = ["DEBUG_ERRORS_ENV", "debug_errors_enabled", "set_debug_errors"]
+__all__ = [
+    "DEBUG_ERRORS_ENV",
+    "HOME_ENV",
+    "MCP_CONFIG_ENV",
+    "debug_errors_enabled",
+    "home_directory",
+    "mcp_config_setting",
+    "set_debug_errors",
+]
+
+HOME_ENV = "LLAMON_HOME"
+"""The local state directory (task store, checkpoints, ``mcp.json``); ``~/.llamon`` if unset."""
+
+MCP_CONFIG_ENV = "LLAMON_MCP_CONFIG"
+"""The path of the ``mcp.json`` that ``MCPToolLoader()`` reads, when set."""
 
 DEBUG_ERRORS_ENV = "LLAMON_DEBUG_ERRORS"
 """Set to ``1``/``true``/``yes`` to let unmapped exception text (scrubbed) reach clients."""
@@ -26,3 +42,15 @@ def debug_errors_enabled() -> bool:
     if _override is not None:
         return _override
     return os.environ.get(DEBUG_ERRORS_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def home_directory() -> Path:
+    """``$LLAMON_HOME`` (``~`` expanded) or ``~/.llamon``; not created here."""
+    value = os.environ.get(HOME_ENV, "").strip()
+    return Path(value).expanduser() if value else Path.home() / ".llamon"
+
+
+def mcp_config_setting() -> Path | None:
+    """``$LLAMON_MCP_CONFIG`` as a path (``~`` expanded), or None when unset or empty."""
+    value = os.environ.get(MCP_CONFIG_ENV, "").strip()
+    return Path(value).expanduser() if value else None

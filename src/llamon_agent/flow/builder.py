@@ -1,6 +1,6 @@
 """``GraphBuilder``: LangGraph flows with node kinds, for agents that fail informatively.
 
-The fluent API of seed 000::
+The fluent API::
 
     builder = (
         GraphBuilder()
@@ -15,7 +15,9 @@ The fluent API of seed 000::
     graph = builder.compile(checkpointer=InMemorySaver())
 
 Nodes may be sync or async and take the state as a dict (``state.get("query")``) or a
-typed state (pass ``state_schema``). ``node_kind`` travels into a failed answer as
+typed state (pass ``state_schema``). Without a state type the state is one dict that
+every node's returned dict is merged into (a later node's key wins), so each node sees
+everything before it. ``node_kind`` travels into a failed answer as
 ``data.node.kind``. A node may *return* ``HITLInterrupt`` to ask the caller: the flow pauses
 (input-required); the caller's answer resumes it at that node, which runs again from its
 top with the answer in the state. LangGraph 1.2's ``retry_policy`` and ``timeout`` pass
@@ -27,15 +29,26 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, Self
+from typing import Annotated, Any, Self
 
+from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import RetryPolicy, TimeoutPolicy, interrupt
 
-from llamon_agent.core.hitl import HITLInterrupt
+from llamon_agent.core.hitl import DEFAULT_RESUME_KEY, HITLInterrupt
 
-__all__ = ["DEFAULT_NODE_KIND", "END", "HITL_MARKER", "START", "GraphBuilder", "node_kinds"]
+__all__ = [
+    "DEFAULT_NODE_KIND",
+    "END",
+    "HITL_MARKER",
+    "START",
+    "GraphBuilder",
+    "merge_state",
+    "node_kinds",
+    "resume_key",
+    "untyped_state",
+]
 
 DEFAULT_NODE_KIND = "node"
 HITL_MARKER = "llamon.hitl"
@@ -44,16 +57,93 @@ HITL_MARKER = "llamon.hitl"
 _KINDS_ATTRIBUTE = "llamon_node_kinds"
 
 
+def merge_state(current: Any, update: Any) -> Any:
+    """The untyped state after a node's update: a dict merged into a dict (the update's
+    keys win); any other update replaces the state (a node may return a plain value)."""
+    if isinstance(current, Mapping) and isinstance(update, Mapping):
+        return {**current, **update}
+    return update
+
+
+class _MergedState(BinaryOperatorAggregate[Any]):
+    """The one channel of an untyped state: ``merge_state`` over every node's update.
+
+    Readers get a copy, so nothing outside the channel changes the stored state in place
+    (LangGraph adds ``__interrupt__`` to the values it reads for a stream; on the stored
+    dict itself that key would be saved into the checkpoint).
+    """
+
+    def __hash__(self) -> int:  # ``Annotated`` metadata must be hashable
+        return hash(self.operator)
+
+    def get(self) -> Any:
+        value = super().get()
+        return dict(value) if isinstance(value, dict) else value
+
+
+def untyped_state() -> Any:
+    """The state type of a ``GraphBuilder()`` without one: a dict that every node's
+    returned dict is merged into (LangGraph's plain ``dict`` keeps only the last return)."""
+    return Annotated[dict, _MergedState(dict, merge_state)]
+
+
 def node_kinds(graph: object) -> Mapping[str, str]:
     """The ``node_kind`` of each node of a graph compiled by ``GraphBuilder`` (else empty)."""
     kinds = getattr(graph, _KINDS_ATTRIBUTE, None)
     return kinds if isinstance(kinds, Mapping) else {}
 
 
-def _resume_update(request: HITLInterrupt, answer: Any) -> dict[str, Any]:
+class _ReadState(dict[Any, Any]):
+    """The dict state a node is called with: it remembers the keys the node looked up
+    (``state.get(k)``, ``state[k]``, ``k in state``) and did not find, in order."""
+
+    __slots__ = ("missing",)
+
+    def __init__(self, state: Mapping[Any, Any]) -> None:
+        super().__init__(state)
+        self.missing: list[Any] = []
+
+    def _looked_up(self, key: Any) -> bool:
+        found = dict.__contains__(self, key)
+        if not found and key not in self.missing:
+            self.missing.append(key)
+        return found
+
+    def __contains__(self, key: object) -> bool:
+        return self._looked_up(key)
+
+    def __getitem__(self, key: Any) -> Any:
+        self._looked_up(key)
+        return super().__getitem__(key)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self._looked_up(key)
+        return super().get(key, default)
+
+
+def _node_state(state: Any) -> Any:
+    return _ReadState(state) if isinstance(state, dict) else state
+
+
+def resume_key(request: HITLInterrupt, state: Any) -> str:
+    """Where a text answer to ``request`` goes in the state of the node that returned it.
+
+    ``request.resume_key`` when set; else the one key the node looked up in its state and
+    did not find before returning the interrupt (``state.get("birthday")`` ->
+    ``"birthday"``); else ``DEFAULT_RESUME_KEY`` (none, or several, were missing).
+    """
+    if request.resume_key:
+        return request.resume_key
+    missing = state.missing if isinstance(state, _ReadState) else []
+    if len(missing) == 1 and isinstance(missing[0], str):
+        return missing[0]
+    return DEFAULT_RESUME_KEY
+
+
+def _resume_update(request: HITLInterrupt, answer: Any, state: Any) -> dict[str, Any]:
     if isinstance(answer, Mapping):
         return dict(answer)
-    return {request.resume_key or "answer": answer}
+    return {resume_key(request, state): answer}
 
 
 def _interrupt_value(request: HITLInterrupt) -> dict[str, Any]:
@@ -69,32 +159,37 @@ def _wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Turn a returned ``HITLInterrupt`` into LangGraph's ``interrupt()``.
 
     On resume LangGraph runs the node again; the wrapper then gets the caller's answer from
-    ``interrupt()``, merges it into the state and calls the node once more, so the node's
-    own code sees the answer (``state.get("birthday")``).
+    ``interrupt()``, merges it into the state (a text answer under ``resume_key``) and
+    calls the node once more, so the node's own code sees the answer
+    (``state.get("birthday")``).
     """
     if inspect.iscoroutinefunction(fn):
 
         async def run_async(state: Any) -> Any:
-            result = await fn(state)
+            called = _node_state(state)
+            result = await fn(called)
             answers: dict[str, Any] = {}
             while isinstance(result, HITLInterrupt):
-                update = _resume_update(result, interrupt(_interrupt_value(result)))
+                update = _resume_update(result, interrupt(_interrupt_value(result)), called)
                 answers.update(update)
                 state = {**state, **update} if isinstance(state, Mapping) else state
-                result = await fn(state)
+                called = _node_state(state)
+                result = await fn(called)
             return _merge(answers, result)
 
         run_async.__name__ = getattr(fn, "__name__", "node")
         return run_async
 
     def run(state: Any) -> Any:
-        result = fn(state)
+        called = _node_state(state)
+        result = fn(called)
         answers: dict[str, Any] = {}
         while isinstance(result, HITLInterrupt):
-            update = _resume_update(result, interrupt(_interrupt_value(result)))
+            update = _resume_update(result, interrupt(_interrupt_value(result)), called)
             answers.update(update)
             state = {**state, **update} if isinstance(state, Mapping) else state
-            result = fn(state)
+            called = _node_state(state)
+            result = fn(called)
         return _merge(answers, result)
 
     run.__name__ = getattr(fn, "__name__", "node")
@@ -103,6 +198,8 @@ def _wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _merge(answers: dict[str, Any], result: Any) -> Any:
     """The node's update plus the caller's answers (the node's own keys win)."""
+    if isinstance(result, _ReadState):  # the node returned its own state
+        result = dict(result)
     if not answers:
         return result
     if result is None:
@@ -117,7 +214,7 @@ class GraphBuilder:
 
     def __init__(self, state_schema: type[Any] | None = None, *, name: str = "flow") -> None:
         self.name = name
-        self._graph: StateGraph[Any] = StateGraph(state_schema or dict)
+        self._graph: StateGraph[Any] = StateGraph(state_schema or untyped_state())
         self._kinds: dict[str, str] = {}
 
     def node(

@@ -1,7 +1,8 @@
-"""MCP tools for the tool loop, with seed 000's automatic protection.
+"""MCP tools for the tool loop, with automatic protection.
 
 ``MCPToolLoader`` connects to an MCP server (in-process, streamable HTTP or stdio) over
-mcp 2.x's ``Client`` and lists its tools; each tool is wrapped by
+mcp 2.x's ``Client`` and lists its tools (``MCPToolLoader()``: the servers of an
+``mcp.json``, see ``llamon_agent.mcp.config``); each tool is wrapped by
 ``wrap_tool_output_normalizer`` so argument mistakes, tool errors and crashes reach the
 model as observations, transport failures are counted per tool per request (the 3rd
 escalates), and a server's JSON-RPC refusal (``MCPError``) escalates at once. See
@@ -9,6 +10,15 @@ escalates), and a server's JSON-RPC refusal (``MCPError``) escalates at once. Se
 """
 
 from llamon_agent.mcp.arguments import check_arguments
+from llamon_agent.mcp.config import (
+    MCP_CONFIG_FILENAME,
+    MCPConfig,
+    MCPConfigError,
+    MCPServerConfig,
+    find_mcp_config,
+    load_mcp_config,
+    read_mcp_config,
+)
 from llamon_agent.mcp.errors import (
     MCPLoadError,
     MCPProtocolError,
@@ -33,8 +43,12 @@ from llamon_agent.mcp.transport import (
 
 __all__ = [
     "DEFAULT_MAX_TRANSPORT_FAILURES",
+    "MCP_CONFIG_FILENAME",
+    "MCPConfig",
+    "MCPConfigError",
     "MCPLoadError",
     "MCPProtocolError",
+    "MCPServerConfig",
     "MCPSession",
     "MCPTool",
     "MCPToolLoader",
@@ -46,8 +60,11 @@ __all__ = [
     "ServerTarget",
     "check_arguments",
     "classify_mcp_failure",
+    "find_mcp_config",
     "is_session_lost",
     "is_transport_failure",
+    "load_mcp_config",
+    "read_mcp_config",
     "unavailable_text",
     "wrap_tool_output_normalizer",
 ]

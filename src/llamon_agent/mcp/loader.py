@@ -6,11 +6,13 @@
     async with loader.session() as tools:                      # one request
         result = await tools[0].call({"title": "Dune"})        # McpToolOutput
 
+    tools = await MCPToolLoader().to_tools()    # every server of mcp.json (see .config)
+
 ``MCPToolLoader`` only holds where the server is and how to talk to it; it is cheap and
 may be shared. ``loader.session()`` is one request's worth of MCP: one ``mcp.Client``
 connection (opened on entry, closed on exit), the server's tools listed once, and a fresh
 ``RequestBudget`` so transport failures are counted per tool *per request*. Every tool is
-wrapped by ``wrap_tool_output_normalizer``. Seed 000's spelling works too:
+wrapped by ``wrap_tool_output_normalizer``. The short spelling works too:
 ``tools = await loader.to_tools()`` opens the loader's own session (then the loader is the
 per-request object; ``await loader.aclose()`` or ``async with loader:`` ends it).
 
@@ -26,19 +28,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any, Final, TypeAlias
 from urllib.parse import urlsplit
 
-from mcp.client._transport import Transport
+from mcp.client._transport import Transport, TransportStreams
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 from mcp.server import MCPServer, Server
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, CallToolResult, Tool
 
 from llamon_agent.core.codes import ErrorCode
+from llamon_agent.mcp.config import MCPConfigError, MCPServerConfig, load_mcp_config
 from llamon_agent.mcp.errors import MCPLoadError
 from llamon_agent.mcp.normalizer import (
     DEFAULT_MAX_TRANSPORT_FAILURES,
@@ -76,6 +82,19 @@ def _label(target: object) -> str:
         first = os.path.basename(target.args[0]) if target.args else ""
         return f"{os.path.basename(target.command)} {first}".strip()
     return type(target).__name__
+
+
+@asynccontextmanager
+async def _http_with_headers(
+    url: str, headers: Mapping[str, str]
+) -> AsyncIterator[TransportStreams]:
+    """Streamable HTTP to ``url`` sending ``headers`` on every request (a fresh HTTP client
+    per connection, closed with it)."""
+    async with (
+        create_mcp_http_client(headers=dict(headers)) as http,
+        streamable_http_client(url, http_client=http) as streams,
+    ):
+        yield streams
 
 
 class _Connection:
@@ -164,6 +183,9 @@ class MCPSession:
         self._connection: _Connection | None = None
         self._tools: list[MCPTool] | None = None
         self._closed = False
+        # a loader of several configured servers: one session each, sharing the budget
+        self._members = [member.session(budget=self.budget) for member in loader.members]
+        self._owners: dict[str, MCPSession] = {}
 
     @property
     def closed(self) -> bool:
@@ -194,6 +216,8 @@ class MCPSession:
             return list(self._tools)
         if self._closed:
             raise RuntimeError("this MCP session is closed; open a new one per request")
+        if self._members:
+            return await self._member_tools()
         try:
             _, client = await self._client()
             listed = await self._list(client)
@@ -211,6 +235,33 @@ class MCPSession:
             for tool in listed
         ]
         return list(self._tools)
+
+    async def _member_tools(self) -> list[MCPTool]:
+        """Every configured server's tools, listed concurrently, in config order."""
+        listed = await asyncio.gather(
+            *(member.to_tools() for member in self._members), return_exceptions=True
+        )
+        per_member: list[list[MCPTool]] = []
+        for result in listed:
+            if isinstance(result, BaseException):
+                raise result
+            per_member.append(result)
+        tools: list[MCPTool] = []
+        offered_by: dict[str, str] = {}
+        prefix = self.loader.tool_prefix
+        for member, member_tools in zip(self._members, per_member, strict=True):
+            for tool in member_tools:
+                if tool.name in offered_by:
+                    raise MCPConfigError(
+                        f"MCP servers {offered_by[tool.name]!r} and {member.loader.label!r} "
+                        f"both offer a tool {tool.name!r}; load them apart, each with its "
+                        "own prefix: MCPToolLoader(servers=[name], tool_prefix=...)"
+                    )
+                offered_by[tool.name] = member.loader.label
+                self._owners[tool.name.removeprefix(prefix)] = member
+                tools.append(tool)
+        self._tools = tools
+        return list(tools)
 
     async def _list(self, client: Client) -> list[Tool]:
         tools: list[Tool] = []
@@ -236,8 +287,15 @@ class MCPSession:
         Reconnects first when the previous connection failed; marks the connection for a
         reconnect when this call fails with ``UPSTREAM_UNAVAILABLE``. When the server lost
         the HTTP session (it restarted), the call never reached the tool: it is sent once
-        more over a new connection.
+        more over a new connection. On a loader of several servers the call goes to the
+        server that listed ``name``.
         """
+        if self._members:
+            await self.to_tools()
+            owner = self._owners.get(name)
+            if owner is None:
+                raise ValueError(f"no MCP server of this session offers a tool {name!r}")
+            return await owner.call_tool(name, arguments)
         try:
             return await self._call_once(name, arguments)
         except MCPError as exc:
@@ -278,6 +336,8 @@ class MCPSession:
             connection, self._connection = self._connection, None
         if connection is not None:
             await connection.close()
+        if self._members:
+            await asyncio.gather(*(member.aclose() for member in self._members))
 
 
 class MCPToolLoader:
@@ -285,18 +345,23 @@ class MCPToolLoader:
 
     ``server``: an in-process ``MCPServer``/``Server`` (tests, embedding), a streamable
     HTTP URL (``"http://host:port/mcp"``), a stdio command (``StdioServerParameters`` or
-    ``["python", "server.py"]``) or an mcp ``Transport``.
+    ``["python", "server.py"]``) or an mcp ``Transport``. Without ``server``, every
+    enabled server of an ``mcp.json`` (``config``, else ``$LLAMON_MCP_CONFIG``, else
+    ``./mcp.json``, else ``$LLAMON_HOME/mcp.json``; ``servers`` picks some by name): their
+    tools come together, one connection per server per session, one budget. Raises
+    ``MCPConfigError`` when there is no such file or it is not valid.
 
     ``read_timeout_seconds`` bounds each ``tools/call`` (mcp raises ``MCPError`` -32001,
     a transport failure); ``connect_timeout_seconds`` bounds connecting plus the
     handshake; ``max_transport_failures`` per tool per request (the last escalates);
     ``tool_prefix`` is put before every tool name the model sees; ``include`` keeps only
-    the named tools; ``client_options`` go to ``mcp.Client`` as they are.
+    the named tools; ``headers`` go with every HTTP request to a URL ``server``;
+    ``client_options`` go to ``mcp.Client`` as they are.
     """
 
     def __init__(
         self,
-        server: ServerTarget,
+        server: ServerTarget | None = None,
         *,
         name: str | None = None,
         read_timeout_seconds: float | None = 30.0,
@@ -304,7 +369,10 @@ class MCPToolLoader:
         max_transport_failures: int = DEFAULT_MAX_TRANSPORT_FAILURES,
         tool_prefix: str = "",
         include: Sequence[str] | None = None,
+        headers: Mapping[str, str] | None = None,
         client_options: Mapping[str, Any] | None = None,
+        config: str | os.PathLike[str] | None = None,
+        servers: Sequence[str] | None = None,
     ) -> None:
         if isinstance(server, Sequence) and not isinstance(server, str):
             if not server:
@@ -312,23 +380,53 @@ class MCPToolLoader:
             server = StdioServerParameters(command=server[0], args=list(server[1:]))
         if max_transport_failures < 1:
             raise ValueError("max_transport_failures must be at least 1")
+        if server is not None and (config is not None or servers is not None):
+            raise ValueError("give either a server or config/servers (an mcp.json), not both")
+        if headers and not isinstance(server, str):
+            raise ValueError("headers need a server given by its URL")
         self.server: Any = server
-        self.label = name or _label(server)
         self.read_timeout_seconds = read_timeout_seconds
         self.connect_timeout_seconds = connect_timeout_seconds
         self.max_transport_failures = max_transport_failures
         self.tool_prefix = tool_prefix
         self.include = frozenset(include) if include is not None else None
+        self.headers = dict(headers or {})
         self.client_options = dict(client_options or {})
+        self.members: tuple[MCPToolLoader, ...] = ()
+        self.label: str
+        if server is None:
+            configured = load_mcp_config(config)
+            if servers is not None:
+                configured = configured.select(tuple(servers))
+            self.members = tuple(self._member(entry) for entry in configured.servers)
+            self.label = name or ", ".join(member.label for member in self.members)
+        else:
+            self.label = name or _label(server)
         self._own: MCPSession | None = None
+
+    def _member(self, entry: MCPServerConfig) -> MCPToolLoader:
+        """The loader of one configured server, with this loader's options."""
+        target: ServerTarget = entry.url if entry.url is not None else entry.stdio_parameters()
+        return MCPToolLoader(
+            target,
+            name=entry.name,
+            read_timeout_seconds=self.read_timeout_seconds,
+            connect_timeout_seconds=self.connect_timeout_seconds,
+            max_transport_failures=self.max_transport_failures,
+            tool_prefix=self.tool_prefix,
+            include=sorted(self.include) if self.include is not None else None,
+            headers=entry.headers if entry.url is not None else None,
+            client_options=self.client_options,
+        )
 
     def __repr__(self) -> str:
         return f"MCPToolLoader({self.label!r})"
 
     def _make_client(self) -> Client:
-        return Client(
-            self.server, read_timeout_seconds=self.read_timeout_seconds, **self.client_options
-        )
+        server = self.server
+        if self.headers:
+            server = _http_with_headers(server, self.headers)
+        return Client(server, read_timeout_seconds=self.read_timeout_seconds, **self.client_options)
 
     def session(self, *, budget: RequestBudget | None = None) -> MCPSession:
         """A new per-request session (its own connection and, unless given, budget)."""
