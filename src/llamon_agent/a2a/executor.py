@@ -7,6 +7,7 @@ What the caller receives (seed 000, "SDK 내부 동작 요약")::
     agent returns HITLInterrupt   -> input-required / auth-required; the next message resumes
     agent raises ServerError      -> protocol-level JSON-RPC error (task, if any, ends failed)
     agent raises GuardrailBlocked -> failed + GUARDRAIL_BLOCKED, the task's artifacts dropped
+                                     (a stream ends with the final failed status-update)
     agent raises anything else    -> failed + TextPart + DataPart(ApplicationErrorData);
                                      artifacts made before the failure are kept, a flow's
                                      completed-node outputs are added first
@@ -17,6 +18,10 @@ What the caller receives (seed 000, "SDK 내부 동작 요약")::
     stream fails after publishing -> what was sent kept, one failed status, no second answer
     stream fails before any chunk,
     artifact or progress          -> one fallback to invoke() (unless stream_fallback=False)
+    agent with hold_chunks        -> chunks held until ctx.release_chunks() or success; a
+                                     failure drops them unsent
+    ctx.emit(...), return "text"  -> the text is the streamed artifact's last chunk
+    ctx.progress(text)            -> a working status-update with that message, no artifact
     tasks/cancel                  -> the agent is cancelled, the task ends canceled
 
 Invariant: every task this executor starts ends completed, failed, canceled,
@@ -301,6 +306,8 @@ class CustomAgentExecutor(AgentExecutor):
         task and every client hold each chunk once; ADK reads an update with lastChunk as
         the finished artifact; a late resubscriber gets the whole artifact.
         """
+        if run.sent is None:  # nothing streamed (the send path): no lock, no event
+            return
         async with run.lock:
             if run.terminal or run.stream_artifact_id is None or run.sent is None:
                 return
