@@ -491,3 +491,40 @@ async def test_progress_is_a_working_status_update_and_no_artifact() -> None:
     assert artifact_updates(events) == [("response", False, True, ["found it"])]
     assert final_status(events).status.state == TaskState.completed
     assert stored_artifacts(fetched) == [("response", ["found it"])]
+
+
+async def test_a_resubscriber_that_goes_away_holds_nothing_up() -> None:
+    agent = DrivenAgent()
+    async with (
+        served(agent) as url,
+        a2a_client(url, streaming=True) as first,
+        a2a_client(url, streaming=True) as second,
+    ):
+        main_queue: asyncio.Queue[Any] = asyncio.Queue()
+        main_events: list[Any] = []
+        main = asyncio.create_task(
+            _consume(first.send_message(user_message("go")), main_queue, main_events)
+        )
+        await asyncio.wait_for(agent.started.wait(), TIMEOUT)
+        task_id = (await asyncio.wait_for(main_queue.get(), TIMEOUT))[0].id
+        resub_queue: asyncio.Queue[Any] = asyncio.Queue()
+        resub = asyncio.create_task(
+            _consume(second.resubscribe(TaskIdParams(id=task_id)), resub_queue, [])
+        )
+        for _ in range(200):  # ping until the resubscriber is attached (sees a ping)
+            await agent.commands.put("ping")
+            try:
+                await asyncio.wait_for(resub_queue.get(), 0.05)
+                break
+            except TimeoutError:
+                continue
+        resub.cancel()  # the resubscriber disconnects and never reads again
+        await asyncio.gather(resub, return_exceptions=True)
+        for command in ("chunk", "chunk", "end"):
+            await agent.commands.put(command)
+        await asyncio.wait_for(main, TIMEOUT)
+        fetched = await fetch(first, task_id)
+        await assert_next_answered(first)
+    assert final_status(main_events).status.state == TaskState.completed
+    assert fetched.status.state == TaskState.completed
+    assert stored_artifacts(fetched) == [("response", ["c0 ", "c1 "])]
