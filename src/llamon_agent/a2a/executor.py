@@ -386,7 +386,8 @@ class CustomAgentExecutor(AgentExecutor):
         """The failed answer: flow context, kept artifacts, then failed + text + data."""
         found = classify_exception(exc)
         guardrail = isinstance(found.exception, GuardrailBlockedError)
-        run.held = None  # held chunks were never released: they are never shown
+        if run.held is not None:
+            run.held.clear()  # never released, so never shown
         if not guardrail:
             await self._close_stream(run)
         extras: dict[str, object] = {}
@@ -436,7 +437,8 @@ class CustomAgentExecutor(AgentExecutor):
     async def _protocol_failure(self, run: _Run, exc: ServerError) -> None:
         """The agent raised ServerError: a JSON-RPC error for the caller, a failed task."""
         data = self._record_protocol_error(run.task_id, exc)
-        run.held = None
+        if run.held is not None:
+            run.held.clear()
         await self._close_stream(run)
         await self._end(run, TaskState.failed, application_error_to_parts(data))
 
