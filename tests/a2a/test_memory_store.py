@@ -123,11 +123,16 @@ def test_limits_accept_edge_values() -> None:
 # -- task store: basics ----------------------------------------------------------------
 
 
-async def test_save_get_keeps_an_unfinished_task_as_given() -> None:
+async def test_get_of_an_unfinished_task_is_a_copy_no_reader_can_change() -> None:
     tasks = store()
     saved = task("a", TaskState.working)
     await tasks.save(saved)
-    assert await tasks.get("a") is saved
+    got = await tasks.get("a")
+    assert got == saved
+    assert got is not saved  # a second TaskManager (resubscribe) mutates its own copy
+    assert got is not None
+    got.artifacts = [Artifact(artifact_id="r", parts=[Part(root=TextPart(text="x"))])]
+    assert await tasks.get("a") == saved
     assert await tasks.get("nope") is None
 
 

@@ -68,10 +68,11 @@ def _updates(events: list) -> list:
 
 
 def _chunk_texts(events: list) -> list[str]:
+    """The text of each chunk event (not of the closing lastChunk event)."""
     return [
         part.root.text
         for update in _updates(events)
-        if isinstance(update, TaskArtifactUpdateEvent)
+        if isinstance(update, TaskArtifactUpdateEvent) and not update.last_chunk
         for part in update.artifact.parts
         if isinstance(part.root, TextPart)
     ]

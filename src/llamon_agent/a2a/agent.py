@@ -88,6 +88,16 @@ class FlowContext:
 
 EmitFn = Callable[[Chunk], Awaitable[None]]
 ArtifactFn = Callable[[Any, str], Awaitable[None]]
+ProgressFn = Callable[[str, Mapping[str, Any] | None], Awaitable[None]]
+ReleaseFn = Callable[[], Awaitable[None]]
+
+
+async def _no_progress(text: str, data: Mapping[str, Any] | None) -> None:
+    return None
+
+
+async def _no_release() -> None:
+    return None
 
 
 class AgentContext:
@@ -97,7 +107,9 @@ class AgentContext:
     task (after input-required), ``resumed`` is True and ``interrupt_payload`` is what the
     agent asked for. ``emit(chunk)`` streams a chunk as an artifact update;
     ``add_artifact(value, name)`` adds an intermediate artifact that is kept even if the
-    agent fails later.
+    agent fails later; ``progress(text)`` tells the caller what the agent is doing (a
+    ``working`` status update, no artifact); ``release_chunks()`` sends the chunks an agent
+    with ``hold_chunks = True`` has held back so far.
     """
 
     def __init__(
@@ -112,6 +124,8 @@ class AgentContext:
         resumed: bool = False,
         interrupt_payload: Mapping[str, Any] | None = None,
         history: Sequence[Message] = (),
+        progress: ProgressFn = _no_progress,
+        release_chunks: ReleaseFn = _no_release,
     ) -> None:
         self.task_id = task_id
         self.context_id = context_id
@@ -122,6 +136,8 @@ class AgentContext:
         self.history = tuple(history)
         self._emit = emit
         self._add_artifact = add_artifact
+        self._progress = progress
+        self._release_chunks = release_chunks
 
     @property
     def parts(self) -> list[Part]:
@@ -151,6 +167,21 @@ class AgentContext:
         """Add an intermediate artifact named ``name``; it survives a later failure."""
         await self._add_artifact(value, name)
 
+    async def progress(self, text: str, data: Mapping[str, Any] | None = None) -> None:
+        """Tell the caller what the agent is doing now: a ``working`` status update whose
+        message is ``text`` (and ``data`` as a DataPart). It creates no artifact; the
+        message joins the task's history when the next status arrives."""
+        await self._progress(text, data)
+
+    async def release_chunks(self) -> None:
+        """Send the chunks held back so far (an agent with ``hold_chunks = True``).
+
+        Call it when the agent's guardrail check has passed on the text so far; later
+        chunks are held again until the next call or the successful end. Without
+        ``hold_chunks`` chunks are never held and this does nothing.
+        """
+        await self._release_chunks()
+
 
 @runtime_checkable
 class Agent(Protocol):
@@ -163,20 +194,42 @@ class Agent(Protocol):
 
 @runtime_checkable
 class StreamingAgent(Agent, Protocol):
-    """An agent that can also stream chunks for ``message/stream``."""
+    """An agent that can also stream chunks for ``message/stream``.
+
+    Two optional attributes change how its stream is served (read once, when the server
+    is built; any agent may set them, a function agent through its adapter):
+
+    * ``stream_fallback`` (default ``True``): when ``stream`` raises before the agent
+      published anything (no chunk, artifact or progress), ``invoke`` runs once instead.
+      ``invoke`` then repeats whatever side effects ``stream`` had; set it ``False`` for
+      an agent whose work must not run twice.
+    * ``hold_chunks`` (default ``False``): chunks are held back, not sent, until the
+      agent calls ``ctx.release_chunks()`` or ends successfully; a failure (such as a
+      ``GuardrailBlockedError``) drops what is still held, so a blocked text is never
+      shown.
+    """
 
     def stream(self, ctx: AgentContext) -> AsyncIterator[Chunk | Final]:
-        """Yield chunks (then optionally ``Final(output)``); raising after the first chunk
-        fails the task with no fallback to ``invoke``."""
+        """Yield chunks (then optionally ``Final(output)``); raising after the agent
+        published anything fails the task with no fallback to ``invoke``."""
         ...
 
 
 class FunctionAgent:
-    """Adapts ``async def fn(ctx: AgentContext) -> AgentOutput``."""
+    """Adapts ``async def fn(ctx: AgentContext) -> AgentOutput``.
 
-    def __init__(self, fn: Callable[[AgentContext], Awaitable[AgentOutput]]) -> None:
+    ``hold_chunks``: see ``StreamingAgent`` (chunks the function ``ctx.emit``s).
+    """
+
+    def __init__(
+        self,
+        fn: Callable[[AgentContext], Awaitable[AgentOutput]],
+        *,
+        hold_chunks: bool = False,
+    ) -> None:
         self.fn = fn
         self.name = getattr(fn, "__name__", "agent")
+        self.hold_chunks = hold_chunks
 
     async def invoke(self, ctx: AgentContext) -> AgentOutput:
         """Call the function."""
@@ -186,13 +239,22 @@ class FunctionAgent:
 class GeneratorAgent:
     """Adapts ``async def fn(ctx)`` that ``yield``s chunks: a streaming agent.
 
-    ``invoke`` (the non-streaming path, and the fallback when streaming fails before the
-    first chunk) collects the chunks: text chunks are joined, other chunks become parts.
+    ``invoke`` (the non-streaming path, and the fallback when streaming fails before
+    anything was published) collects the chunks: text chunks are joined, other chunks
+    become parts. ``stream_fallback`` and ``hold_chunks``: see ``StreamingAgent``.
     """
 
-    def __init__(self, fn: Callable[[AgentContext], AsyncIterator[Chunk | Final]]) -> None:
+    def __init__(
+        self,
+        fn: Callable[[AgentContext], AsyncIterator[Chunk | Final]],
+        *,
+        stream_fallback: bool = True,
+        hold_chunks: bool = False,
+    ) -> None:
         self.fn = fn
         self.name = getattr(fn, "__name__", "agent")
+        self.stream_fallback = stream_fallback
+        self.hold_chunks = hold_chunks
 
     def stream(self, ctx: AgentContext) -> AsyncIterator[Chunk | Final]:
         """The generator itself."""

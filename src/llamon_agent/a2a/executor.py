@@ -7,11 +7,21 @@ What the caller receives (seed 000, "SDK 내부 동작 요약")::
     agent returns HITLInterrupt   -> input-required / auth-required; the next message resumes
     agent raises ServerError      -> protocol-level JSON-RPC error (task, if any, ends failed)
     agent raises GuardrailBlocked -> failed + GUARDRAIL_BLOCKED, the task's artifacts dropped
+                                     (a stream ends with the final failed status-update)
     agent raises anything else    -> failed + TextPart + DataPart(ApplicationErrorData);
                                      artifacts made before the failure are kept, a flow's
                                      completed-node outputs are added first
-    stream fails after a chunk    -> chunks kept, one failed status, no second answer
-    stream fails before a chunk   -> one fallback to invoke()
+    every artifact                -> its last chunk is marked lastChunk: a streamed one
+                                     ends with its complete parts (append=false,
+                                     lastChunk=true) on completion, and on failure for
+                                     what was sent
+    stream fails after publishing -> what was sent kept, one failed status, no second answer
+    stream fails before any chunk,
+    artifact or progress          -> one fallback to invoke() (unless stream_fallback=False)
+    agent with hold_chunks        -> chunks held until ctx.release_chunks() or success; a
+                                     failure drops them unsent
+    ctx.emit(...), return "text"  -> the text is the streamed artifact's last chunk
+    ctx.progress(text)            -> a working status-update with that message, no artifact
     tasks/cancel                  -> the agent is cancelled, the task ends canceled
 
 Invariant: every task this executor starts ends completed, failed, canceled,
@@ -109,13 +119,22 @@ def _to_parts(value: Any) -> list[Part]:
 
 @dataclass
 class _Run:
-    """One execution of the agent for one task."""
+    """One execution of the agent for one task.
+
+    ``chunks`` counts the chunks sent; ``sent`` holds their parts (for the closing
+    lastChunk event); ``held`` holds the chunks not yet released (``None``: the agent
+    does not hold); ``published`` turns true at the agent's first chunk, artifact or
+    progress, after which a failed stream never falls back to ``invoke``.
+    """
 
     updater: TaskUpdater
     task: Task
     streaming: bool
     chunks: int = 0
     stream_artifact_id: str | None = None
+    sent: list[Part] | None = None
+    held: list[Part] | None = None
+    published: bool = False
     terminal: bool = False
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -144,6 +163,8 @@ class CustomAgentExecutor(AgentExecutor):
         self.limits = limits or RequestLimits()
         self.task_store = task_store
         self.worker_id = worker or worker_id()
+        self.stream_fallback = bool(getattr(self.agent, "stream_fallback", True))
+        self.hold_chunks = bool(getattr(self.agent, "hold_chunks", False))
         self._runs: dict[str, _Run] = {}
         self._protocol_errors: dict[str, ServerError] = {}
 
@@ -187,6 +208,7 @@ class CustomAgentExecutor(AgentExecutor):
             updater=TaskUpdater(event_queue, task.id, task.context_id),
             task=task,
             streaming=_is_streaming(context),
+            held=[] if self.hold_chunks else None,
         )
         self._runs[task.id] = run
         ctx = AgentContext(
@@ -199,6 +221,8 @@ class CustomAgentExecutor(AgentExecutor):
             resumed=resumed,
             interrupt_payload=interrupt_payload,
             history=task.history or (),
+            progress=lambda text, data: self._progress(run, text, data),
+            release_chunks=lambda: self._release(run),
         )
         try:
             if run.streaming or not _blocking(context):
@@ -218,24 +242,24 @@ class CustomAgentExecutor(AgentExecutor):
         finally:
             self._runs.pop(task.id, None)
 
-    async def _dispatch(self, ctx: AgentContext, run: _Run) -> AgentOutput:
+    async def _dispatch(self, ctx: AgentContext, run: _Run) -> AgentOutput | _Streamed:
         stream = getattr(self.agent, "stream", None)
         if not (run.streaming and callable(stream)):
             return await self.agent.invoke(ctx)
         try:
-            output: AgentOutput = None
             async for chunk in stream(ctx):
                 if isinstance(chunk, Final):
-                    output = chunk.output
-                    break
+                    return _Streamed(chunk.output)
                 await self._emit(run, chunk)
-            return output
+            return None
         except Exception as exc:
             deliberate = isinstance(exc, LlamonApplicationError | GuardrailBlockedError)
-            if run.chunks or deliberate or isinstance(exc, ServerError):
-                raise  # after the first chunk: no fallback, no second answer
+            if run.published or deliberate or isinstance(exc, ServerError):
+                raise  # something was published: no fallback, no second answer
+            if not self.stream_fallback:
+                raise
             logger.info(
-                "task %s: stream failed before its first chunk (%s); falling back to invoke",
+                "task %s: stream failed before publishing anything (%s); falling back to invoke",
                 run.task_id,
                 type(exc).__name__,
             )
@@ -243,19 +267,83 @@ class CustomAgentExecutor(AgentExecutor):
 
     async def _emit(self, run: _Run, chunk: Chunk) -> None:
         part = _to_part(chunk)
+        run.published = True
+        if run.held is not None:
+            run.held.append(part)
+            return
+        await self._send_chunks(run, [part])
+
+    async def _send_chunks(self, run: _Run, parts: list[Part]) -> None:
+        """One artifact-update of the streamed ``response`` artifact (never its last)."""
         async with run.lock:
+            if run.terminal:
+                return
             first = run.stream_artifact_id is None
             if first:
                 run.stream_artifact_id = str(uuid.uuid4())
             await run.updater.add_artifact(
-                [part], artifact_id=run.stream_artifact_id, name="response", append=not first
+                parts,
+                artifact_id=run.stream_artifact_id,
+                name="response",
+                append=not first,
+                last_chunk=False,
             )
+            if run.sent is None:
+                run.sent = []
+            run.sent.extend(parts)
             run.chunks += 1
 
-    async def _add_artifact(self, run: _Run, value: Any, name: str) -> None:
-        await run.updater.add_artifact(_to_parts(value), name=name)
+    async def _release(self, run: _Run) -> None:
+        """Send the held chunks as one artifact-update; keep holding later ones."""
+        if run.held:
+            parts, run.held = run.held, []
+            await self._send_chunks(run, parts)
 
-    async def _finish(self, run: _Run, output: AgentOutput) -> None:
+    async def _close_stream(self, run: _Run) -> None:
+        """Mark the streamed artifact complete: its whole parts, append=false, lastChunk.
+
+        a2a-sdk (server and client) replaces the artifact with these parts, so the stored
+        task and every client hold each chunk once; ADK reads an update with lastChunk as
+        the finished artifact; a late resubscriber gets the whole artifact.
+        """
+        if run.sent is None:  # nothing streamed (the send path): no lock, no event
+            return
+        async with run.lock:
+            if run.terminal or run.stream_artifact_id is None or run.sent is None:
+                return
+            parts, run.sent = run.sent, None
+            await run.updater.add_artifact(
+                parts,
+                artifact_id=run.stream_artifact_id,
+                name="response",
+                append=False,
+                last_chunk=True,
+            )
+
+    async def _add_artifact(self, run: _Run, value: Any, name: str) -> None:
+        run.published = True
+        await run.updater.add_artifact(_to_parts(value), name=name, last_chunk=True)
+
+    async def _progress(self, run: _Run, text: str, data: Mapping[str, Any] | None) -> None:
+        """A ``working`` status update with ``text`` (+ ``data``) as its message."""
+        run.published = True
+        parts = [Part(root=TextPart(text=text))]
+        if data is not None:
+            parts.append(Part(root=DataPart(data=to_jsonable_python(dict(data), fallback=str))))
+        async with run.lock:
+            if run.terminal:
+                return
+            await run.updater.update_status(TaskState.working, message=_agent_message(run, parts))
+
+    async def _finish(self, run: _Run, result: AgentOutput | _Streamed) -> None:
+        streamed = isinstance(result, _Streamed)  # Final(output) of a stream
+        output = result.output if isinstance(result, _Streamed) else result
+        await self._release(run)
+        if run.chunks and isinstance(output, str) and not streamed:
+            # emitted chunks, then returned text: the text is the stream's last chunk
+            await self._send_chunks(run, [Part(root=TextPart(text=output))])
+            output = None
+        await self._close_stream(run)
         if isinstance(output, HITLInterrupt):
             auth = output.kind == "auth-required"
             state = TaskState.auth_required if auth else TaskState.input_required
@@ -270,13 +358,13 @@ class CustomAgentExecutor(AgentExecutor):
             parts = [Part(root=DataPart(data=to_jsonable_python(dict(output.data), fallback=str)))]
             if output.text:
                 parts.insert(0, Part(root=TextPart(text=output.text)))
-            await run.updater.add_artifact(parts, name="result")
+            await run.updater.add_artifact(parts, name="result", last_chunk=True)
             text = [Part(root=TextPart(text=output.text))] if output.text else None
             await self._end(run, TaskState.completed, text)
             return
         if output is not None and not (isinstance(output, str) and run.chunks):
             name = "result" if isinstance(output, Mapping) else "response"
-            await run.updater.add_artifact(_to_parts(output), name=name)
+            await run.updater.add_artifact(_to_parts(output), name=name, last_chunk=True)
         await self._end(run, TaskState.completed, None)
 
     # -- failures -------------------------------------------------------------------
@@ -298,6 +386,10 @@ class CustomAgentExecutor(AgentExecutor):
         """The failed answer: flow context, kept artifacts, then failed + text + data."""
         found = classify_exception(exc)
         guardrail = isinstance(found.exception, GuardrailBlockedError)
+        if run.held is not None:
+            run.held.clear()  # never released, so never shown
+        if not guardrail:
+            await self._close_stream(run)
         extras: dict[str, object] = {}
         flow = None if guardrail else await self._flow_context(ctx, exc)
         if flow is not None:
@@ -345,6 +437,9 @@ class CustomAgentExecutor(AgentExecutor):
     async def _protocol_failure(self, run: _Run, exc: ServerError) -> None:
         """The agent raised ServerError: a JSON-RPC error for the caller, a failed task."""
         data = self._record_protocol_error(run.task_id, exc)
+        if run.held is not None:
+            run.held.clear()
+        await self._close_stream(run)
         await self._end(run, TaskState.failed, application_error_to_parts(data))
 
     def _record_protocol_error(self, task_id: str, exc: ServerError) -> ApplicationErrorData:
@@ -474,6 +569,13 @@ class CustomAgentExecutor(AgentExecutor):
                 streaming=False,
             )
         await self._end(run, TaskState.canceled, None)
+
+
+@dataclass(frozen=True, slots=True)
+class _Streamed:
+    """The ``Final(output)`` a stream ended with: its text was streamed already."""
+
+    output: AgentOutput
 
 
 def _agent_message(run: _Run, parts: list[Part]) -> Message:

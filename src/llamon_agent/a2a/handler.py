@@ -8,6 +8,12 @@
    by the one table, e.g. ``database_unavailable``; see ``protocol_error_for_exception``).
    A stream that hits one ends with that JSON-RPC error event instead of a cut connection.
 
+A stream ends with a status-update: a ``Task`` the executor publishes to end a task
+(the guardrail's replacement without artifacts, stored as such) reaches a stream as its
+final ``status-update`` (``final: true``) instead -- a client already holds the task, and
+a2a-sdk's client refuses a second ``Task`` in one stream. Every queue tapped for
+``tasks/resubscribe`` gets its own copy of each event (``IsolatingQueueManager``).
+
 And one repair: a failure is answered as soon as it happens. a2a-sdk notices an executor
 that raises only when its event consumer next polls (every 0.5 s); the executor never
 raises for an agent's failure, and if it raises all the same, ``_run_event_stream`` ends
@@ -37,8 +43,9 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 
-from llamon_agent.a2a.executor import CustomAgentExecutor
+from llamon_agent.a2a.executor import TERMINAL_STATES, CustomAgentExecutor
 from llamon_agent.a2a.protocol import protocol_error_for_exception, push_not_supported
+from llamon_agent.a2a.queues import IsolatingQueueManager
 
 __all__ = ["LlamonRequestHandler"]
 
@@ -49,6 +56,7 @@ class LlamonRequestHandler(DefaultRequestHandler):
     agent_executor: CustomAgentExecutor
 
     def __init__(self, agent_executor: CustomAgentExecutor, **kwargs: Any) -> None:
+        kwargs.setdefault("queue_manager", IsolatingQueueManager())
         super().__init__(agent_executor, **kwargs)
 
     async def _run_event_stream(self, request: RequestContext, queue: EventQueue) -> None:
@@ -81,7 +89,8 @@ class LlamonRequestHandler(DefaultRequestHandler):
         """message/stream: as message/send, event by event."""
         try:
             self.agent_executor._validate_request(params)
-            async for event in super().on_message_send_stream(params, context):
+            async for item in super().on_message_send_stream(params, context):
+                event = _stream_event(item)
                 if (
                     isinstance(event, TaskStatusUpdateEvent)
                     and event.final
@@ -118,7 +127,7 @@ class LlamonRequestHandler(DefaultRequestHandler):
         """tasks/resubscribe."""
         try:
             async for event in super().on_resubscribe_to_task(params, context):
-                yield event
+                yield _stream_event(event)
         except Exception as exc:
             raise protocol_error_for_exception(exc) from None
 
@@ -169,3 +178,12 @@ class LlamonRequestHandler(DefaultRequestHandler):
             await super().on_delete_task_push_notification_config(params, context)
         except Exception as exc:
             raise protocol_error_for_exception(exc) from None
+
+
+def _stream_event(event: Event) -> Event:
+    """A ``Task`` that ends the task, as the stream's final status-update."""
+    if isinstance(event, Task) and event.status.state in TERMINAL_STATES:
+        return TaskStatusUpdateEvent(
+            task_id=event.id, context_id=event.context_id, status=event.status, final=True
+        )
+    return event

@@ -111,12 +111,16 @@ class BoundedMemoryTaskStore(TaskStore):
     is called with the id of every evicted task (not of deleted ones); an exception from
     it is logged, never raised. ``get`` of an evicted or unknown id returns ``None``.
 
-    An unfinished task is stored as given, not copied, like a2a-sdk's
-    ``InMemoryTaskStore`` (the ``TaskManager`` keeps and mutates the same object between
-    saves). A finished task is stored as its JSON text and ``get`` returns a new ``Task``
-    parsed from it: a string is invisible to the garbage collector, so the thousands of
-    finished tasks a busy server keeps cost no time in full collections (p99 at 16
-    concurrent sends: see bench/README.md) and about a third of the memory.
+    An unfinished task is stored as given (the ``TaskManager`` that saves it keeps and
+    mutates the same object between saves), and ``get`` returns a deep copy of it: unlike
+    a2a-sdk's ``InMemoryTaskStore``, a second reader of a running task (a
+    ``tasks/resubscribe``, whose ``TaskManager`` applies every event again) never
+    mutates the object the first one applies them to, so the stored task holds each
+    streamed chunk once, as on the database stores. A finished task is stored as its
+    JSON text and ``get`` returns a new ``Task`` parsed from it: a string is invisible
+    to the garbage collector, so the thousands of finished tasks a busy server keeps cost
+    no time in full collections (p99 at 16 concurrent sends: see bench/README.md) and
+    about a third of the memory.
     """
 
     # No asyncio.Lock, unlike a2a-sdk's store: no method awaits anything, so each call runs
@@ -185,10 +189,15 @@ class BoundedMemoryTaskStore(TaskStore):
         self._evict_old(now)
 
     async def get(self, task_id: str, context: ServerCallContext | None = None) -> Task | None:
-        """The task with ``task_id``, or ``None`` when unknown or evicted (age checked now)."""
+        """A copy of the task with ``task_id``, or ``None`` when unknown or evicted (age
+        checked now)."""
         self._evict_old(self._clock())
         stored = self._tasks.get(task_id)
-        return Task.model_validate_json(stored) if isinstance(stored, str) else stored
+        if stored is None:
+            return None
+        if isinstance(stored, str):
+            return Task.model_validate_json(stored)
+        return stored.model_copy(deep=True)
 
     async def delete(self, task_id: str, context: ServerCallContext | None = None) -> None:
         """Forget ``task_id``, finished or not; ``on_evict`` is not called. Unknown ids are
