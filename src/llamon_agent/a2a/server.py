@@ -32,6 +32,7 @@ from llamon_agent.a2a.auth import AuthConfig, AuthMiddleware
 from llamon_agent.a2a.card import auth_spec_from_card
 from llamon_agent.a2a.executor import CustomAgentExecutor
 from llamon_agent.a2a.handler import LlamonRequestHandler
+from llamon_agent.a2a.health import health_routes
 from llamon_agent.a2a.protocol import RequestLimits, with_protocol_data
 from llamon_agent.a2a.stores import memory_stores
 from llamon_agent.core.logs import install_log_scrubbing
@@ -150,6 +151,7 @@ def create_app(
                     await result
 
     app = LlamonA2AApplication(agent_card=card, http_handler=handler).build(lifespan=lifespan)
+    app.router.routes.extend(health_routes(tasks))  # /healthz, /readyz: open, like the card
     if auth is not None:
         app.add_middleware(AuthMiddleware, config=auth)
     app.state.llamon_executor = executor
