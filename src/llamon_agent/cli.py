@@ -224,6 +224,16 @@ def _serve_store_kind(kind: str, database_url: str | None) -> StoreKind:
             "  Pass --database-url postgresql://USER:PASSWORD@HOST:5432/DB "
             "(or set LLAMON_DATABASE_URL)."
         )
+    if kind == "postgres" and database_url:
+        from llamon_agent.a2a.stores import normalize_postgres_dsn
+
+        try:
+            normalize_postgres_dsn(database_url)
+        except ValueError:
+            raise UserError(
+                "--database-url (or LLAMON_DATABASE_URL) is not a PostgreSQL URL.\n"
+                "  Use postgresql://USER:PASSWORD@HOST:5432/DB."
+            ) from None
     return kind  # type: ignore[return-value]
 
 

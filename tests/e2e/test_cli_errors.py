@@ -176,3 +176,12 @@ def test_errors_never_cuts_names(tmp_path: Path, columns: str) -> None:
     assert "…" not in output
     for name in names:
         assert name in output, name
+
+
+def test_a_database_url_that_is_not_postgres(tmp_path: Path) -> None:
+    url = f"mysql://app:{PG_PASSWORD}@db.internal:3306/tasks"
+    code, output = llamon("serve", AGENT, "--database-url", url, home=tmp_path)
+    assert code == 2
+    assert_short_error(code, output, "is not a PostgreSQL URL", "postgresql://")
+    assert PG_PASSWORD not in output
+    assert "db.internal" not in output

@@ -184,7 +184,8 @@ def unauthenticated_response(config: AuthConfig, presented: bool) -> JSONRespons
 
 
 class AuthMiddleware:
-    """ASGI middleware enforcing ``config`` on every path except the public card paths.
+    """ASGI middleware enforcing ``config`` on every path except ``PUBLIC_PATHS`` (the card
+    and the health probes).
 
     HTTP requests without valid credentials get ``unauthenticated_response``; WebSocket
     connections are closed with code 1008 before they are accepted. Lifespan events pass.

@@ -111,7 +111,9 @@ def create_app(
     card; a mismatch raises ``ValueError``. ``gc_freeze`` (default on): at startup, once
     per process, ``gc.collect(); gc.freeze()``, so the garbage collector's full passes
     under load walk only what requests create, not the startup heap (p99 at 16 concurrent
-    sends on SQLite: ~95-130 ms -> ~35-45 ms, bench/README.md).
+    sends on SQLite: ~95-130 ms -> ~35-45 ms, bench/README.md). ``GET /healthz`` and
+    ``GET /readyz`` (200, or 503 when the task store does not answer) need no credentials
+    (``a2a.health``).
     """
     install_log_scrubbing()
     defaults = memory_stores()  # used for whichever store is not given
