@@ -16,7 +16,11 @@ import errno
 import socket
 import sqlite3
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Final
+
+from llamon_agent.a2a.sqlite_store import SQLITE_SCHEMA_VERSION
+from llamon_agent.a2a.stores import SQLITE_FILENAME
 
 __all__ = ["UserError", "listen_problem", "store_problem"]
 
@@ -78,16 +82,45 @@ def _postgres_problem(exc: BaseException) -> str | None:
     return None
 
 
+_SQLITE_DAMAGED: Final = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
+_SQLITE_UNWRITABLE: Final = frozenset({3, 8, 14})  # SQLITE_PERM, SQLITE_READONLY, _CANTOPEN
+
+
+def _sqlite_code(exc: BaseException) -> int | None:
+    """The primary SQLite result code of ``exc`` or of what it was raised from."""
+    for item in _chain(exc):
+        code = getattr(item, "sqlite_errorcode", None)
+        if isinstance(code, int):
+            return code & 0xFF
+    return None
+
+
+def _schema_version(database: Path) -> int:
+    """``PRAGMA user_version`` of ``database`` (0 if it cannot be read)."""
+    try:
+        connection = sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True)
+        try:
+            return int(connection.execute("PRAGMA user_version").fetchone()[0])
+        finally:
+            connection.close()
+    except (sqlite3.Error, ValueError):
+        return 0
+
+
 def _sqlite_problem(exc: BaseException, home: str) -> str | None:
-    if not isinstance(exc, sqlite3.Error):
-        return None
-    text = str(exc).lower()
-    if "not a database" in text or "malformed" in text:
+    database = Path(home) / SQLITE_FILENAME
+    if isinstance(exc, ValueError) and _schema_version(database) > SQLITE_SCHEMA_VERSION:
         return (
-            f"{home}/tasks.db is corrupt or not a llamon task database.\n"
+            f"{database} was written by a newer llamon-agent.\n"
+            "  Upgrade llamon-agent, or point LLAMON_HOME at another directory."
+        )
+    code = _sqlite_code(exc)
+    if code in _SQLITE_DAMAGED:
+        return (
+            f"{database} is corrupt or not a llamon task database.\n"
             "  Move it away (a new one is created) or point LLAMON_HOME at another directory."
         )
-    if "unable to open" in text or "readonly" in text or "read-only" in text:
+    if code in _SQLITE_UNWRITABLE:
         return (
             f"cannot write the task database in LLAMON_HOME ({home}).\n"
             "  Make the directory writable, or point LLAMON_HOME at one that is."
@@ -117,11 +150,7 @@ def listen_problem(exc: BaseException, *, host: str, port: int) -> str | None:
 def store_problem(exc: BaseException, *, home: str) -> str | None:
     """One or two lines for a task store that could not be opened, else ``None``.
 
-    ``home`` is the ``LLAMON_HOME`` directory, named because the operator chose it.
+    ``home`` is the ``LLAMON_HOME`` directory of the SQLite store ("" for another store),
+    named because the operator chose it.
     """
-    if isinstance(exc, ValueError) and "newer llamon" in str(exc):
-        return (
-            f"{home}/tasks.db was written by a newer llamon-agent.\n"
-            "  Upgrade llamon-agent, or point LLAMON_HOME at another directory."
-        )
-    return _sqlite_problem(exc, home) or _postgres_problem(exc)
+    return (_sqlite_problem(exc, home) if home else None) or _postgres_problem(exc)
