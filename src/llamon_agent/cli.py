@@ -13,18 +13,29 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import sys
+from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 from llamon_agent.a2a.card_cli import card_app
+from llamon_agent.a2a.serve_logging import LOG_FORMATS, LOG_LEVELS
 from llamon_agent.a2a.stores import MemoryLimits, StoreKind
+from llamon_agent.cli_errors import UserError, listen_problem, store_problem
 from llamon_agent.core.catalog import reason_catalog
 from llamon_agent.core.classify import registered_rules
 from llamon_agent.core.codes import JSON_RPC_CODE_TO_ERROR_CODE, ErrorCode
+
+if TYPE_CHECKING:
+    from a2a.types import AgentCard
+
+    from llamon_agent.a2a.auth import AuthConfig
 
 __all__ = ["app", "main"]
 
@@ -74,9 +85,9 @@ def _memory_limits(
     if max_finished is None and max_finished_age is None:
         return None
     if kind != "memory":
-        raise typer.BadParameter(
-            f"--max-finished/--max-finished-age bound the memory store; the store is {kind}",
-            param_hint="--store",
+        raise UserError(
+            f"--max-finished/--max-finished-age bound the memory store; the store is {kind}.\n"
+            "  Add --store memory, or drop those options."
         )
     defaults = MemoryLimits()
     try:
@@ -87,7 +98,7 @@ def _memory_limits(
             else defaults.max_finished_age,
         )
     except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from exc
+        raise UserError(f"{exc}.") from exc
 
 
 @app.command("serve")
@@ -128,58 +139,209 @@ def serve_command(
         float | None,
         typer.Option(help="--store memory: seconds a finished task is kept (default 3600)."),
     ] = None,
+    log_level: Annotated[
+        str,
+        typer.Option(help="debug, info (default: a line per failed task), warning or error."),
+    ] = "info",
+    log_format: Annotated[
+        str, typer.Option(help="text (default) or json: one line per record on stderr.")
+    ] = "text",
+    access_log: Annotated[
+        bool, typer.Option("--access-log", help="Also log a line per HTTP request (INFO).")
+    ] = False,
 ) -> None:
     """Serve an agent over A2A (JSON-RPC) until stopped."""
     import asyncio
 
-    from a2a.types import AgentCard
+    from llamon_agent.a2a.serve import ServeOptions, bind_socket, serve_agent
 
-    from llamon_agent.a2a.auth import AuthConfig
-    from llamon_agent.a2a.serve import ServeOptions, load_target, serve_agent
+    try:
+        kind = "postgres" if database_url and store == "sqlite" else store
+        options = ServeOptions(
+            host=host,
+            port=_checked_port(port),
+            store=_serve_store_kind(kind, database_url),
+            database_url=database_url,
+            reconcile=not no_reconcile,
+            gc_freeze=not no_gc_freeze,
+            memory_limits=_memory_limits(kind, max_finished, max_finished_age),
+            log_level=_choice(log_level.lower(), "--log-level", LOG_LEVELS),
+            log_format=_choice(log_format.lower(), "--log-format", LOG_FORMATS),  # type: ignore[arg-type]
+            access_log=access_log,
+        )
+        agent = _load_agent(target)
+        agent_card = _load_card(card)
+        options = replace(options, auth=_auth(agent_card, api_key, bearer_token))
+    except UserError as exc:
+        _fail(str(exc), 2)
+    home = _writable_home() if options.store == "sqlite" else ""
+    try:
+        sock = bind_socket(options.host, options.port)
+    except (OSError, OverflowError) as exc:
+        _fail(listen_problem(exc, host=host, port=port) or str(exc), 1)
+    started = False
 
-    kind = "postgres" if database_url and store == "sqlite" else store
+    def ready(url: str) -> None:
+        nonlocal started
+        started = True
+        typer.echo(f"llamon: serving {target} at {url} (store: {options.store})", err=True)
+
+    try:
+        asyncio.run(serve_agent(agent, agent_card, options, on_ready=ready, sock=sock))
+    except Exception as exc:
+        problem = None if started else store_problem(exc, home=home)
+        if problem is None:
+            raise
+        _fail(problem, 1)
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    """Print ``llamon serve: <message>`` on stderr and exit with ``code`` (no traceback)."""
+    typer.echo(f"llamon serve: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _checked_port(port: int) -> int:
+    if not 0 <= port <= 65535:
+        raise UserError(
+            f"--port {port} is out of range.\n  Use a port from 1 to 65535 (0 picks a free one)."
+        )
+    return port
+
+
+def _choice(value: str, option: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise UserError(f"{option} {value!r} is not known.\n  Use one of: {', '.join(allowed)}.")
+    return value
+
+
+def _serve_store_kind(kind: str, database_url: str | None) -> StoreKind:
+    if kind not in ("sqlite", "memory", "postgres"):
+        raise UserError(f"--store {kind!r} is not known.\n  Use sqlite, memory or postgres.")
+    if kind == "postgres" and not database_url:
+        raise UserError(
+            "--store postgres needs the database URL.\n"
+            "  Pass --database-url postgresql://USER:PASSWORD@HOST:5432/DB "
+            "(or set LLAMON_DATABASE_URL)."
+        )
+    if kind == "postgres" and database_url:
+        from llamon_agent.a2a.stores import normalize_postgres_dsn
+
+        try:
+            normalize_postgres_dsn(database_url)
+        except ValueError:
+            raise UserError(
+                "--database-url (or LLAMON_DATABASE_URL) is not a PostgreSQL URL.\n"
+                "  Use postgresql://USER:PASSWORD@HOST:5432/DB."
+            ) from None
+    return kind  # type: ignore[return-value]
+
+
+def _importable_from_cwd() -> None:
+    """Let ``module`` names resolve from the current directory, as with ``python -m``."""
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, "")
+
+
+def _load_agent(target: str) -> object:
+    from llamon_agent.a2a.agent import as_agent
+    from llamon_agent.a2a.serve import load_target
+
+    _importable_from_cwd()
     try:
         agent = load_target(target)
-        agent_card: AgentCard | None = None
-        if card is not None:
-            if card.endswith(".json") and ":" not in card:
-                agent_card = AgentCard.model_validate_json(Path(card).read_text(encoding="utf-8"))
-            else:
-                agent_card = load_target(card)
     except (ValueError, OSError) as exc:
-        raise typer.BadParameter(str(exc)) from exc
+        raise UserError(
+            f"cannot load the agent {target!r}: {exc}.\n"
+            "  Name it as module:attribute or path/to/file.py:attribute."
+        ) from exc
+    if "langgraph" in sys.modules:
+        from llamon_agent.flow.builder import GraphBuilder
+
+        if isinstance(agent, GraphBuilder):  # compiled when served (with a checkpointer)
+            return agent
+    try:
+        as_agent(agent)
+    except TypeError:
+        raise UserError(
+            f"{target} is a {type(agent).__name__}, not an agent.\n"
+            "  Point it at an 'async def fn(ctx)' function or generator, an object with "
+            "'async def invoke(ctx)', or a LangGraph graph."
+        ) from None
+    return agent
+
+
+def _load_card(card: str | None) -> AgentCard | None:
+    from a2a.types import AgentCard
+
+    from llamon_agent.a2a.serve import load_target
+
+    if card is None:
+        return None
+    try:
+        if card.endswith(".json") and ":" not in card:
+            return AgentCard.model_validate_json(Path(card).read_text(encoding="utf-8"))
+        loaded = load_target(card)
+    except (ValueError, OSError) as exc:
+        raise UserError(
+            f"cannot load the card {card!r}: {_first_line(exc)}.\n"
+            "  Give --card module:attribute, path/to/file.py:attribute or a card JSON file."
+        ) from exc
+    if not isinstance(loaded, AgentCard):
+        raise UserError(
+            f"--card {card} is a {type(loaded).__name__}, not an AgentCard.\n"
+            "  Point it at a card built with build_agent_card(...)."
+        )
+    return loaded
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _auth(
+    card: AgentCard | None, api_key: str | None, bearer_token: str | None
+) -> AuthConfig | None:
+    from llamon_agent.a2a.auth import AuthConfig
+
     if api_key and bearer_token:
-        raise typer.BadParameter("give --api-key or --bearer-token, not both")
+        raise UserError("give --api-key or --bearer-token, not both.")
     secret = api_key or bearer_token
     try:
-        if agent_card is not None:
-            auth = AuthConfig.from_card(agent_card, *([secret] if secret else []))
+        if card is not None:
+            auth = AuthConfig.from_card(card, *([secret] if secret else []))
             if secret and auth is None:
                 raise ValueError(
                     "a credential was given but the card declares no security scheme; "
                     "declare it in the card (auth=AuthSpec.api_key()/bearer())"
                 )
-        elif api_key:
-            auth = AuthConfig.api_key(api_key)
-        else:
-            auth = AuthConfig.bearer(bearer_token) if bearer_token else None
+            return auth
+        if api_key:
+            return AuthConfig.api_key(api_key)
+        return AuthConfig.bearer(bearer_token) if bearer_token else None
     except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from exc
-    options = ServeOptions(
-        host=host,
-        port=port,
-        store=_store_kind(kind),
-        database_url=database_url,
-        auth=auth,
-        reconcile=not no_reconcile,
-        gc_freeze=not no_gc_freeze,
-        memory_limits=_memory_limits(kind, max_finished, max_finished_age),
-    )
+        raise UserError(str(exc)) from exc
 
-    def ready(url: str) -> None:
-        typer.echo(f"llamon: serving {target} at {url} (store: {options.store})", err=True)
 
-    asyncio.run(serve_agent(agent, agent_card, options, on_ready=ready))
+def _writable_home() -> str:
+    """``LLAMON_HOME`` (created if missing) as text; exits with a clear line if it is not a
+    directory this user can write."""
+    from llamon_agent.a2a.stores import llamon_home
+
+    try:
+        home = llamon_home()
+        probe = home / f".llamon-write-test-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as exc:
+        where = os.environ.get("LLAMON_HOME") or "~/.llamon"
+        _fail(
+            f"LLAMON_HOME ({where}) is not a directory this user can write "
+            f"({exc.strerror or type(exc).__name__}).\n"
+            "  Point LLAMON_HOME at a writable directory, or use --store memory.",
+            1,
+        )
+    return str(home)
 
 
 _CODE_MEANINGS = {
@@ -236,38 +398,44 @@ def errors_command(
     ] = None,
 ) -> None:
     """Print the errorCode table, the exception mapping, JSON-RPC codes and reason catalog."""
+    _importable_from_cwd()
     for module in imports or []:
         try:
             importlib.import_module(module)
         except ImportError as exc:
-            message = f"cannot import {module!r}: {exc}"
-            raise typer.BadParameter(message, param_hint="--import") from exc
+            typer.echo(
+                f"llamon errors: --import {module}: cannot import it ({exc}).\n"
+                "  Run from the directory that holds it, or install it in this environment.",
+                err=True,
+            )
+            raise typer.Exit(2) from None
     console = Console()
     if as_json:
         console.print_json(json.dumps(_error_model(), ensure_ascii=False))
         return
 
     codes = Table(title="errorCode (clients branch on these)")
-    codes.add_column("errorCode", style="bold")
+    codes.add_column("errorCode", style="bold", no_wrap=True)
     codes.add_column("meaning")
     for code, meaning in _CODE_MEANINGS.items():
         codes.add_row(code.value, meaning)
 
     mapping = Table(title="exception -> errorCode (core/classify.py, first match in MRO order)")
-    for column in ("exception", "errorCode", "errorReason", "retriable", "note"):
-        mapping.add_column(column)
+    for column in ("exception", "errorCode", "errorReason", "retriable"):
+        mapping.add_column(column, no_wrap=True)
+    mapping.add_column("note")
     for row in registered_rules():
         mapping.add_row(row.key, row.code, row.reason, row.retriable, row.note)
 
     rpc = Table(title="JSON-RPC / A2A code -> errorCode")
-    rpc.add_column("code", justify="right")
-    rpc.add_column("errorCode")
+    rpc.add_column("code", justify="right", no_wrap=True)
+    rpc.add_column("errorCode", no_wrap=True)
     for number, code in JSON_RPC_CODE_TO_ERROR_CODE.items():
         rpc.add_row(str(number), code.value)
 
     reasons = Table(title="reason catalog (core/catalog.py)")
     for column in ("reason", "stage", "errorCode", "retryable", "operator action"):
-        reasons.add_column(column)
+        reasons.add_column(column, no_wrap=True)
     for spec in reason_catalog():
         reasons.add_row(
             spec.reason,
@@ -278,7 +446,15 @@ def errors_command(
         )
 
     for table in (codes, mapping, rpc, reasons):
-        console.print(table)
+        _print_uncut(console, table)
+
+
+def _print_uncut(console: Console, table: Table) -> None:
+    """Print ``table`` no narrower than its identifiers: on a narrow terminal (or a pipe,
+    80 columns) the lines get longer rather than names getting cut."""
+    needed = Measurement.get(console, console.options.update_width(10_000), table).minimum
+    console.width = max(console.width, needed)
+    console.print(table)
 
 
 def main() -> None:

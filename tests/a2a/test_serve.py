@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from llamon_agent.a2a.serve import ServeOptions, serve_agent
+from llamon_agent.a2a.card import lint_agent_card
+from llamon_agent.a2a.serve import ServeOptions, default_card, serve_agent
 from llamon_agent.a2a.server import create_app, freeze_startup_heap
 
 from .server_utils import a2a_client, make_card, running_server, send, user_message
@@ -68,3 +69,26 @@ async def test_serve_agent_passes_its_option_on() -> None:
     finally:
         shutdown.set()
         await asyncio.wait_for(server, timeout=30)
+
+
+async def agent(ctx: object) -> str:  # no docstring: the card describes it by default
+    return "x"
+
+
+async def lookup(ctx: object) -> str:
+    return "x"
+
+
+def test_the_default_card_describes_an_agent_without_a_docstring() -> None:
+    generic = default_card(agent, "http://127.0.0.1:1/").description
+    named = default_card(lookup, "http://127.0.0.1:1/").description
+    assert generic == (
+        "Answers text or JSON messages over A2A. A failure comes back as a failed task "
+        "carrying an errorCode and reason."
+    )
+    assert named.startswith("The 'lookup' agent: answers text or JSON messages over A2A.")
+    for description in (generic, named):
+        card = default_card(agent, "http://127.0.0.1:1/").model_copy(
+            update={"description": description}
+        )
+        assert not [f for f in lint_agent_card(card) if f.rule.startswith("description")]

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
+import signal
+import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -58,3 +63,102 @@ async def test_a_bad_request_with_a_secret_logs_no_secret(caplog: pytest.LogCapt
     assert response.json()["error"]["code"] == -32602
     assert SECRET not in response.text
     assert SECRET not in caplog.text
+
+
+def test_a_scrubbed_record_keeps_its_arguments_shape(caplog: pytest.LogCaptureFixture) -> None:
+    """Other libraries' formatters read ``record.args`` (uvicorn's unpacks five of them)."""
+    install_log_scrubbing()
+    with caplog.at_level(logging.INFO, logger="uvicorn.access"):
+        logging.getLogger("uvicorn.access").info(
+            '%s - "%s %s HTTP/%s" %d', "127.0.0.1:5", "GET", f"/x?api_key={SECRET}", "1.1", 200
+        )
+    (record,) = caplog.records
+    assert isinstance(record.args, tuple)
+    assert len(record.args) == 5
+    assert record.args[4] == 200
+    assert record.getMessage() == '127.0.0.1:5 - "GET /x?api_key=[REDACTED:api_key] HTTP/1.1" 200'
+
+
+def test_a_record_with_nothing_to_scrub_is_left_alone(caplog: pytest.LogCaptureFixture) -> None:
+    install_log_scrubbing()
+    marker = object()
+    with caplog.at_level(logging.INFO, logger="a2a.test"):
+        logging.getLogger("a2a.test").info("%s handled %d", marker, 3)
+    (record,) = caplog.records
+    assert record.args == (marker, 3)
+
+
+APP_MODULE = """
+import logging
+
+from llamon_agent.a2a import AgentContext, build_agent_card, create_app, skill
+
+
+async def agent(ctx: AgentContext) -> str:
+    logging.getLogger("llamon_agent.example").warning("calling the bank with token=%s", SECRET)
+    return f"You said {ctx.text}"
+
+
+SECRET = "{secret}"
+card = build_agent_card(
+    name="echo",
+    description="Echoes the caller's text back, for trying out llamon-agent.",
+    url="http://127.0.0.1:8000/",
+    version="1.0.0",
+    skills=[skill("echo", "Echo", "Returns the caller's text unchanged.", tags=["demo"])],
+)
+app = create_app(agent, card)
+"""
+
+
+async def test_uvicorn_access_log_works_with_scrubbing(tmp_path: Path) -> None:
+    """``uvicorn module:app`` (access log on, uvicorn's own formatters): every request gets
+    its access line, never a "--- Logging error ---", and secrets are still scrubbed."""
+    (tmp_path / "echo_app.py").write_text(APP_MODULE.replace("{secret}", SECRET))
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        *("-m", "uvicorn", "echo_app:app", "--host", "127.0.0.1", "--port", "0"),
+        cwd=tmp_path,
+        env={**os.environ, "LLAMON_HOME": str(tmp_path)},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    assert process.stdout is not None
+    lines: list[str] = []
+    url = ""
+    async with asyncio.timeout(30):
+        while not url:
+            line = (await process.stdout.readline()).decode()
+            assert line, "".join(lines)
+            lines.append(line)
+            if "Uvicorn running on " in line:
+                url = line.split("Uvicorn running on ", 1)[1].split(" ", 1)[0]
+    try:
+        async with httpx.AsyncClient(timeout=10) as http:
+            card = await http.get(f"{url}/.well-known/agent-card.json?api_key={SECRET}")
+            assert card.status_code == 200
+            body = {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "message/send",
+                "params": {
+                    "message": {
+                        "role": "user",
+                        "parts": [{"kind": "text", "text": "hi"}],
+                        "messageId": "m-1",
+                    }
+                },
+            }
+            answer = (await http.post(f"{url}/", json=body)).json()
+            assert answer["result"]["status"]["state"] == "completed"
+    finally:
+        process.send_signal(signal.SIGINT)
+        async with asyncio.timeout(20):
+            rest, _ = await process.communicate()
+    output = "".join(lines) + rest.decode()
+    assert "Logging error" not in output
+    assert "Traceback" not in output
+    assert '"GET /.well-known/agent-card.json?api_key=[REDACTED:api_key] HTTP/1.1" 200' in output
+    assert '"POST / HTTP/1.1" 200' in output
+    assert "calling the bank with token=[REDACTED:api_key]" in output
+    assert SECRET not in output

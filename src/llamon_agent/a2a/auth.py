@@ -12,7 +12,8 @@ null) whose ``error.data`` is ``ProtocolErrorData`` with ``errorCode: AUTH_REQUI
 ``errorReason`` ``credentials_required`` (nothing presented) or ``invalid_credentials``
 -- never a task. Bearer 401s carry ``WWW-Authenticate: Bearer`` (plus
 ``error="invalid_token"`` when a token was presented). The agent card paths stay public so
-callers can discover how to authenticate; every other HTTP or WebSocket request is checked.
+callers can discover how to authenticate, and so do the ``/healthz`` and ``/readyz`` probes
+(they reveal nothing but up/ready); every other HTTP or WebSocket request is checked.
 Credentials are compared in constant time and never logged or echoed back: neither the
 presented value nor the accepted secrets appear in a log line, a response or ``repr``.
 """
@@ -43,8 +44,9 @@ UNAUTHENTICATED_JSONRPC_CODE: Final = -32040
 """The JSON-RPC code of an unauthenticated call (server-defined range; data says AUTH_REQUIRED)."""
 
 PUBLIC_PATHS: Final = frozenset(
-    {"/.well-known/agent-card.json", "/.well-known/agent.json", "/healthz"}
+    {"/.well-known/agent-card.json", "/.well-known/agent.json", "/healthz", "/readyz"}
 )
+"""Paths served without credentials: the card (how to authenticate) and the probes."""
 
 _DEFAULT_HEADERS: Final = {"api_key": "X-API-Key", "bearer": "Authorization"}
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
@@ -182,7 +184,8 @@ def unauthenticated_response(config: AuthConfig, presented: bool) -> JSONRespons
 
 
 class AuthMiddleware:
-    """ASGI middleware enforcing ``config`` on every path except the public card paths.
+    """ASGI middleware enforcing ``config`` on every path except ``PUBLIC_PATHS`` (the card
+    and the health probes).
 
     HTTP requests without valid credentials get ``unauthenticated_response``; WebSocket
     connections are closed with code 1008 before they are accepted. Lifespan events pass.

@@ -80,6 +80,7 @@ from llamon_agent.core.error_data import (
 from llamon_agent.core.errors import error_data_for_exception
 from llamon_agent.core.failures import FailureRecord
 from llamon_agent.core.hitl import HITLInterrupt
+from llamon_agent.core.logs import LOG_FIELDS, failure_log_fields
 from llamon_agent.exceptions import GuardrailBlockedError, LlamonApplicationError
 
 __all__ = ["CustomAgentExecutor"]
@@ -432,6 +433,7 @@ class CustomAgentExecutor(AgentExecutor):
             run.task_id,
             data.error_code.value,
             json.dumps(record.to_dict(), ensure_ascii=False),
+            extra={LOG_FIELDS: failure_log_fields(run.task_id, record)},
         )
 
     async def _protocol_failure(self, run: _Run, exc: ServerError) -> None:

@@ -28,6 +28,7 @@ from a2a.types import AgentCard
 from llamon_agent.a2a.auth import AuthConfig
 from llamon_agent.a2a.card import AuthSpec, build_agent_card, skill
 from llamon_agent.a2a.protocol import RequestLimits
+from llamon_agent.a2a.serve_logging import LogFormat, serve_log_config
 from llamon_agent.a2a.server import create_app
 from llamon_agent.a2a.stores import (
     MemoryLimits,
@@ -36,7 +37,7 @@ from llamon_agent.a2a.stores import (
     reconcile_orphaned_tasks,
 )
 
-__all__ = ["ServeOptions", "default_card", "load_target", "serve_agent"]
+__all__ = ["ServeOptions", "bind_socket", "default_card", "load_target", "serve_agent"]
 
 logger = logging.getLogger("llamon_agent.a2a")
 
@@ -53,6 +54,12 @@ class ServeOptions:
     limits: RequestLimits | None = None
     reconcile: bool = True
     log_level: str = "warning"
+    """Threshold of the server's log lines (uvicorn's, a2a-sdk's and llamon's)."""
+    log_format: LogFormat | None = None
+    """``"text"`` or ``"json"``: one line per record on stderr, for every logger (a failed
+    task's line included, at INFO). ``None`` keeps uvicorn's own logging setup."""
+    access_log: bool = True
+    """uvicorn's access log: a line per HTTP request, at INFO."""
     gc_freeze: bool = True
     """Passed to ``create_app``: freeze the startup heap out of full garbage collections."""
     memory_limits: MemoryLimits | None = None
@@ -95,7 +102,7 @@ def default_card(agent: object, url: str, auth: AuthConfig | None = None) -> Age
     security scheme ``auth`` enforces."""
     name = str(getattr(agent, "name", None) or getattr(agent, "__name__", "agent"))
     doc = (getattr(agent, "__doc__", None) or "").strip().splitlines()
-    description = doc[0] if doc else f"The {name} agent, served by llamon-agent."
+    description = doc[0] if doc else _default_description(name)
     return build_agent_card(
         name=name,
         description=description,
@@ -104,6 +111,19 @@ def default_card(agent: object, url: str, auth: AuthConfig | None = None) -> Age
         skills=[skill(name, name, description)],
         auth=_spec_for(auth),
     )
+
+
+def _default_description(name: str) -> str:
+    """What a card says of an agent without a docstring: what it takes and how it fails."""
+    generic = name.strip().lower() in _GENERIC_NAMES
+    subject = "Answers" if generic else f"The {name!r} agent: answers"
+    return (
+        f"{subject} text or JSON messages over A2A. A failure comes back as a failed task "
+        "carrying an errorCode and reason."
+    )
+
+
+_GENERIC_NAMES = frozenset({"", "agent", "app", "graph", "flow", "main", "handler"})
 
 
 def _spec_for(auth: AuthConfig | None) -> AuthSpec | None:
@@ -119,7 +139,12 @@ async def _exit_on(event: asyncio.Event, server: uvicorn.Server) -> None:
     server.should_exit = True
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket listening on ``host:port`` (``port=0`` picks a free one).
+
+    Raises ``OSError`` (``EADDRINUSE`` for a port in use), ``OverflowError`` for a port
+    outside 0-65535 and ``socket.gaierror`` for an unknown host.
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # IPPROTO_TCP: asyncio sets TCP_NODELAY only on sockets that say so; without it every
     # keep-alive response after a connection's first stalls ~40 ms (Nagle + delayed ACK)
@@ -137,13 +162,16 @@ async def serve_agent(
     *,
     on_ready: Callable[[str], None] | None = None,
     shutdown: asyncio.Event | None = None,
+    sock: socket.socket | None = None,
 ) -> None:
     """Serve ``agent`` until the process is stopped (SIGINT/SIGTERM) or ``shutdown`` is set.
 
     ``on_ready(url)`` is called once the socket listens (``port=0`` picks a free port).
+    ``sock``: a socket from ``bind_socket`` to serve on instead of ``options.host/port``
+    (closed when serving ends).
     """
     options = options or ServeOptions()
-    sock = _bind(options.host, options.port)
+    sock = sock or bind_socket(options.host, options.port)
     host, port = sock.getsockname()[:2]
     url = f"http://{host}:{port}/"
     stores = await open_stores(
@@ -173,9 +201,17 @@ async def serve_agent(
             limits=options.limits,
             gc_freeze=options.gc_freeze,
         )
+        logging_setup: dict[str, Any] = {}
+        if options.log_format is not None:
+            logging_setup["log_config"] = serve_log_config(options.log_level, options.log_format)
         server = uvicorn.Server(
             uvicorn.Config(
-                app, log_level=options.log_level, lifespan="on", timeout_graceful_shutdown=5
+                app,
+                log_level=options.log_level,
+                access_log=options.access_log,
+                lifespan="on",
+                timeout_graceful_shutdown=5,
+                **logging_setup,
             )
         )
         if shutdown is not None:

@@ -60,6 +60,7 @@ from llamon_agent.a2a.auth import AuthConfig, AuthMiddleware
 from llamon_agent.a2a.card import auth_spec_from_card, mode_problems
 from llamon_agent.a2a.executor import CustomAgentExecutor
 from llamon_agent.a2a.handler import LlamonRequestHandler
+from llamon_agent.a2a.health import health_routes
 from llamon_agent.a2a.params import check_params, lone_surrogate_refusal, validation_refusal
 from llamon_agent.a2a.protocol import (
     RequestLimits,
@@ -334,7 +335,8 @@ def create_app(
     ``gc_freeze`` (default on): at startup, once per process, ``gc.collect();
     gc.freeze()``, so the garbage collector's full passes under load walk only what
     requests create, not the startup heap (p99 at 16 concurrent sends on SQLite:
-    ~95-130 ms -> ~35-45 ms, bench/README.md).
+    ~95-130 ms -> ~35-45 ms, bench/README.md). ``GET /healthz`` and ``GET /readyz`` (200,
+    or 503 when the task store does not answer) need no credentials (``a2a.health``).
     """
     install_log_scrubbing()
     defaults = memory_stores()  # used for whichever store is not given
@@ -377,6 +379,7 @@ def create_app(
     app = LlamonA2AApplication(
         agent_card=card, http_handler=handler, extended_agent_card=extended_card
     ).build(lifespan=lifespan)
+    app.router.routes.extend(health_routes(tasks))  # /healthz, /readyz: open, like the card
     if auth is not None:
         app.add_middleware(AuthMiddleware, config=auth)
     app.state.llamon_executor = executor
