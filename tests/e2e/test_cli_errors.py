@@ -88,15 +88,25 @@ def test_llamon_home_that_cannot_be_created(tmp_path: Path) -> None:
     assert_short_error(code, output, f"LLAMON_HOME ({home}) is not a directory", "writable")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def _read_only(path: Path, on: bool) -> None:
+    """Make ``path`` unwritable even for root (the immutable flag), or writable again."""
+    if on:
+        path.chmod(0o555)
+    if os.geteuid() == 0:
+        flag = "+i" if on else "-i"
+        subprocess.run(["chattr", flag, str(path)], check=True)  # noqa: S603, S607
+    if not on:
+        path.chmod(0o755)
+
+
 def test_llamon_home_without_write_permission(tmp_path: Path) -> None:
     home = tmp_path / "ro"
     home.mkdir()
-    home.chmod(0o555)
+    _read_only(home, True)
     try:
         code, output = llamon("serve", AGENT, "--port", "0", home=home)
     finally:
-        home.chmod(0o755)
+        _read_only(home, False)
     assert_short_error(code, output, "is not a directory this user can write")
 
 
