@@ -3,7 +3,7 @@
 * ``llamon demo`` serves the example agent on the embedded default and shows, for each
   kind of answer, what an A2A client receives.
 * ``llamon serve module:agent`` serves your agent (``--card``, ``--store``, ``--api-key`` ...).
-* ``llamon card lint URL|FILE`` checks an agent card against seed 002's advice.
+* ``llamon card lint URL|FILE`` checks an agent card against the card-writing rules.
 * ``llamon errors`` prints the error model: the eight error codes, the exception mapping
   table (with your rows when ``--import`` names your module), the JSON-RPC code table and
   the reason catalog; ``--json`` prints it as one JSON document.

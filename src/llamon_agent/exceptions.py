@@ -97,7 +97,7 @@ class LlamonError(Exception):
         self.details: dict[str, object] = dict(details)
 
     def to_dict(self) -> dict[str, object]:
-        """Seed 004's envelope: ``reason``, ``message`` and detail keys, all scrubbed.
+        """The failure envelope: ``reason``, ``message`` and detail keys, all scrubbed.
 
         ``stage`` and ``error_code`` are filled in by ``FailureRecord.from_exception``,
         which knows the mapping table.

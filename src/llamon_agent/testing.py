@@ -1,7 +1,7 @@
 """Helpers for testing your agents' answers without a server.
 
 ``stub_executor_run`` runs ``CustomAgentExecutor`` once, in process, and returns the
-events a client would receive, in order (seed 000, "테스트에서 에러 응답 검증")::
+events a client would receive, in order::
 
     events = await stub_executor_run(agent_dispatch_raises=ComponentInvokeError("MCP down"))
     failed = next(
@@ -9,7 +9,7 @@ events a client would receive, in order (seed 000, "테스트에서 에러 응�
         if isinstance(e, TaskStatusUpdateEvent) and e.status.state.value == "failed"
     )
 
-Re-export it from your ``tests/conftest.py`` to use it as seed 000 shows.
+Re-export it from your ``tests/conftest.py`` to import it from there in your tests.
 """
 
 from __future__ import annotations

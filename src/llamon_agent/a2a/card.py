@@ -12,7 +12,7 @@ What the caller sees:
   what its card promises (``None`` means the card requires no auth; a requirement this
   module cannot express raises ``ValueError`` rather than silently allowing everyone).
 * ``lint_agent_card(card)`` returns ``CardFinding`` values and never raises. Each rule has
-  a stable id in ``CARD_RULES`` (seed 002's advice: a specific description, one task per
+  a stable id in ``CARD_RULES`` (a specific description, one task per
   skill, explicit MIME modes, SemVer, declared auth, ...). Errors make the card wrong or
   unusable; warnings make it harder for a client's LLM to choose this agent correctly.
 * ``mode_problems(card)``: the modes that are not MIME types (``"text"`` instead of

@@ -6,7 +6,7 @@ Modules, in the order a failure travels through them:
 * ``classify``   -- the exception table: exception -> (code, reason, retriable)
 * ``messages``   -- which exception text may leave the process (incident ids)
 * ``error_data`` -- the wire payloads and their never-raising factories
-* ``errors``     -- seed 000's public API in one import, plus the raise helpers
+* ``errors``     -- the public error API in one import, plus the raise helpers
 * ``catalog``    -- the reason catalog (stage, retryable, operator action)
 * ``failures``   -- ``FailureRecord``
 * ``scrub``      -- the security boundary every message and evidence passes through

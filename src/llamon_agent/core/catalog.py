@@ -1,7 +1,7 @@
 """The reason catalog: every ``reason`` code, where it happens and what to do about it.
 
-A reason is a stable, machine-readable name for one kind of failure (seed 004: "do not
-use exception messages as a contract"). Each entry gives its stage, the ``ErrorCode`` a
+A reason is a stable, machine-readable name for one kind of failure (exception
+messages are never a contract). Each entry gives its stage, the ``ErrorCode`` a
 client sees, whether retrying may help, and the operator action. ``FailureRecord`` takes
 its defaults from here; reasons not in the catalog get defaults from their ``ErrorCode``.
 Add your own with ``register_reason``. ``llamon errors`` prints the catalog.
@@ -52,7 +52,7 @@ DEFAULT_OPERATOR_ACTIONS: Final[MappingProxyType[ErrorCode, str]] = MappingProxy
 
 _S, _E = Stage, ErrorCode
 _ENTRIES: Final[tuple[tuple[str, Stage, ErrorCode, bool, str, str], ...]] = (
-    # seed 004: search and selection
+    # search and selection
     (
         "no_candidates",
         _S.RETRIEVE,
@@ -109,7 +109,7 @@ _ENTRIES: Final[tuple[tuple[str, Stage, ErrorCode, bool, str, str], ...]] = (
         "adjust_selector_policy_or_metadata",
         "the deterministic selector chose wrongly",
     ),
-    # seed 004: plan synthesis
+    # plan synthesis
     (
         "unknown_target",
         _S.SYNTHESIZE,
@@ -166,7 +166,7 @@ _ENTRIES: Final[tuple[tuple[str, Stage, ErrorCode, bool, str, str], ...]] = (
         "add_ux_slot_or_context_default",
         "the planner continues with a user input slot",
     ),
-    # seed 004: binding
+    # binding
     (
         "binding_failed",
         _S.BIND_REQUEST,
@@ -191,7 +191,7 @@ _ENTRIES: Final[tuple[tuple[str, Stage, ErrorCode, bool, str, str], ...]] = (
         "fix_schema_contract",
         "a required argument is missing",
     ),
-    # seed 004: auth and execution
+    # auth and execution
     (
         "auth_context_required",
         _S.AUTH_PREFLIGHT,
@@ -336,7 +336,7 @@ _ENTRIES: Final[tuple[tuple[str, Stage, ErrorCode, bool, str, str], ...]] = (
         "check_mcp_server_log",
         "the MCP server answered with a protocol error",
     ),
-    # seed 004: quality lab and learning
+    # quality lab and learning
     (
         "cleanup_failed",
         _S.CLEANUP,
@@ -393,7 +393,7 @@ _ENTRIES: Final[tuple[tuple[str, Stage, ErrorCode, bool, str, str], ...]] = (
         "inspect_server_log_by_incident_id",
         "an adapter or service bug",
     ),
-    # seed 003: the tool loop
+    # the tool loop
     (
         "unknown_tool",
         _S.TOOL_LOOP,

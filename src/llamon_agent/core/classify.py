@@ -603,7 +603,7 @@ def _classify(exc: BaseException) -> Classification:
 
 
 def python_exc_to_error_code(exc: BaseException) -> tuple[ErrorCode, str, bool]:
-    """``(errorCode, errorReason, retriable)`` for an exception (seed 000's table)."""
+    """``(errorCode, errorReason, retriable)`` for an exception (the table above)."""
     return classify_exception(exc).as_tuple()
 
 

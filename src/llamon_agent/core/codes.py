@@ -81,7 +81,7 @@ def json_rpc_to_error_code(jsonrpc_code: int) -> ErrorCode:
 
 
 class Stage(StrEnum):
-    """Where a failure happened (seed 004's stages, then the ones this SDK adds)."""
+    """Where a failure happened (the workflow stages, then the ones this SDK adds)."""
 
     RETRIEVE = "retrieve"
     SELECT_TARGET = "select_target"

@@ -1,6 +1,6 @@
 """The error payloads clients receive, and the factories that build them without raising.
 
-Two places on the wire carry an error payload (see seed 000, "두 레이어"):
+Two places on the wire carry an error payload (the two layers):
 
 * ``ProtocolErrorData`` -- in the JSON-RPC ``error.data`` of a request refused before a
   task exists (bad input, unsupported mode, payload too large, unauthenticated).

@@ -1,4 +1,4 @@
-"""The error API of seed 000 in one import: codes, payload models, the mapping, helpers.
+"""The public error API in one import: codes, payload models, the mapping, helpers.
 
 Most agent code needs only ``ErrorCode`` and ``raise_application_error``::
 

@@ -1,4 +1,4 @@
-"""Seed 004's normalized failure record: stage, reason and evidence, safe to store anywhere.
+"""The normalized failure record: stage, reason and evidence, safe to store anywhere.
 
 A ``FailureRecord`` is what logs, runner events, Quality Lab results and learning
 records keep of a failure. It is built from an exception (``from_exception``), from an
@@ -173,7 +173,7 @@ class FailureRecord:
     ) -> FailureRecord:
         """A record for any exception. Never raises.
 
-        An exception with a ``to_dict()`` envelope (seed 004's engine errors, every
+        An exception with a ``to_dict()`` envelope (engine errors, every
         llamon exception) is read through it: its message is a designed message, kept
         (scrubbed); the mapping table supplies ``error_code`` and ``retryable`` where the
         envelope has none, and overrides the envelope's reason when a generic wrapper
@@ -258,7 +258,7 @@ class FailureRecord:
         )
 
     def to_dict(self) -> dict[str, object]:
-        """The JSON-ready record (seed 004's shape plus ``error_code`` and ``time``)."""
+        """The JSON-ready record: every field above, plus ``error_code`` and ``time``."""
         return {
             "stage": self.stage,
             "reason": self.reason,

@@ -15,7 +15,7 @@ pairs and IP addresses are removed (``core.scrub.scrub_public_text``). The text 
 them (secrets still scrubbed) is logged once per exception at INFO on
 ``llamon_agent.errors``, so an operator can see which upstream failed.
 
-This departs on purpose from seed 000 ("str(exc) goes into errorMessage"): raw
+The rule is deliberate: ``str(exc)`` never becomes ``errorMessage`` as such, because raw
 exception text is where secrets leak (connection strings, tokens in URLs, SQL values).
 """
 

@@ -1,6 +1,6 @@
 """The native tool-calling loop: tools, registry and views, ``ToolResult``, ``run_loop``.
 
-Every failure in the loop has a name (seed 003): four tool-call failures and a repeat
+Every failure in the loop has a name: four tool-call failures and a repeat
 guard come back to the model as observations and the loop goes on; an empty model answer
 and running out of rounds end the run with a typed status. Nothing raises out of
 ``run_loop``; see ``docs/tool-loop.md``.

@@ -1,4 +1,4 @@
-"""Transport-neutral events of a loop run (seed 004 "Runner Event").
+"""Transport-neutral events of a loop run (runner events).
 
 ``run_loop(..., on_event=handler)`` calls ``handler(event)`` (sync or async) as the run
 goes. Forward ``dataclasses.asdict(event)`` to SSE, logs or Quality Lab results; every

@@ -1,6 +1,6 @@
 """``ToolResult``: what a tool call produced -- a value, or a named failure the model reads.
 
-A tool's result is a value, and so is its failure (seed 003: "도구의 실패도 값이다")::
+A tool's result is a value, and so is its failure::
 
     ToolResult.ok({"sum": 3})
     ToolResult.failure("invalid_arguments", "field 'a': Input should be a valid integer")

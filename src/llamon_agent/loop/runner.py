@@ -1,7 +1,7 @@
 """``run_loop``: the native tool-calling loop, where every failure has a name and a place.
 
 Each round calls the model once, then dispatches its tool calls in order. Seven named
-failures (seed 003), on two axes -- where they happen, and whether the loop goes on:
+failures, on two axes -- where they happen, and whether the loop goes on:
 
 =========================  ==========  ============  =======================================
 reason                     stage       kind          the model sees / the caller gets

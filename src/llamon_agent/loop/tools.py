@@ -69,8 +69,8 @@ class ToolLike(Protocol):
     model should see and act on are *returned* (``ToolResult.failure``). An exception
     raised by ``call`` is an escalation: the run ends with status ``tool_escalated`` and
     the exception reaches the caller (``LoopAgent`` re-raises it) -- how an MCP tool's
-    third transport failure in one request ends the task (seed 000). ``Tool.call`` never
-    raises for its handler: a crash there is a ``tool_error`` observation (seed 003).
+    third transport failure in one request ends the task. ``Tool.call`` never raises for
+    its handler: a crash there is a ``tool_error`` observation.
     """
 
     @property

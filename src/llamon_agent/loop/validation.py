@@ -1,6 +1,6 @@
 """Argument checks at the loop boundary: parse the model's JSON, then hold it to the contract.
 
-Two steps, two named failures (seed 003):
+Two steps, two named failures:
 
 * ``parse_arguments(raw)`` -- the raw ``arguments_json`` string must be a JSON object
   (``malformed_arguments`` otherwise). An empty string counts as ``{}``: some models send

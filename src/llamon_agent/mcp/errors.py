@@ -15,7 +15,7 @@
                                         UPSTREAM_TIMEOUT, timeout, retriable
 
 The three raised while calling a tool carry ``__llamon_escalate__ = True``: a tool loop
-that turns a tool's exceptions into observations must let these through (seed 000: they
+that turns a tool's exceptions into observations must let these through (they
 end the request, classified, instead of going back to the model).
 
 ``to_dict()`` (what ``FailureRecord.from_exception`` reads) carries the same ``reason``,
@@ -91,7 +91,7 @@ class MCPProtocolError(
 ):
     """The MCP server refused a ``tools/call`` with a JSON-RPC error (``mcp.MCPError``).
 
-    Seed 001: a tool raises ``MCPError`` when no model could have avoided the failure, so
+    A tool raises ``MCPError`` when no model could have avoided the failure, so
     the model never sees it; it escalates at once. ``UPSTREAM_UNAVAILABLE`` /
     ``mcp_error``, *not* retriable (neither the model nor a blind retry fixes it);
     ``details['mcp_code']`` is the JSON-RPC code. The server's message stays in the

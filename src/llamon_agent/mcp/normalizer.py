@@ -1,4 +1,4 @@
-"""Seed 000's "MCP tool auto-protection": every failure of an MCP tool call becomes either
+"""MCP tool auto-protection: every failure of an MCP tool call becomes either
 an observation the model can act on or one escalated, classified exception.
 
 What ``MCPTool.call`` gives the model (``is_error=True``, the task goes on), with
@@ -23,7 +23,7 @@ and what escalates (raised ``from`` the original; nothing is shown to the model)
   (a ``ComponentInvokeError``, ``UPSTREAM_UNAVAILABLE``) or ``MCPToolTimeoutError`` (a
   ``TimeoutError``, ``UPSTREAM_TIMEOUT``), both retriable;
 * an ``MCPError`` that is not a transport failure -- the server refused the request with a
-  JSON-RPC error (seed 001: no smarter model could have avoided it) -- at once:
+  JSON-RPC error (no smarter model could have avoided it) -- at once:
   ``MCPProtocolError`` (``UPSTREAM_UNAVAILABLE`` / ``mcp_error``, not retriable);
 * anything else the table classifies (``AUTH_REQUIRED`` for a 401, ``RATE_LIMITED`` for a
   429 ...) or does not (``INTERNAL_ERROR`` with an incident id) propagates unchanged.
@@ -78,7 +78,7 @@ __all__ = [
 logger = logging.getLogger("llamon_agent.mcp")
 
 DEFAULT_MAX_TRANSPORT_FAILURES: Final = 3
-"""Transport failures of one tool in one request; the last one escalates (seed 000)."""
+"""Transport failures of one tool in one request; the last one escalates."""
 
 _ERROR_TEXT_LIMIT: Final = 2000
 
@@ -88,7 +88,7 @@ transport or protocol failure (what ``mcp.Client.call_tool`` does)."""
 
 
 def unavailable_text(name: str) -> str:
-    """The observation for a transport failure below the threshold (seed 000's text)."""
+    """The observation for a transport failure below the threshold (a fixed text)."""
     return f"Upstream tool '{name}' temporarily unavailable. Retry may succeed."
 
 
@@ -119,7 +119,7 @@ class McpToolOutput:
 
 
 class RequestBudget:
-    """Transport failures per tool within one request (seed 000: reset every request).
+    """Transport failures per tool within one request (reset every request).
 
     One budget belongs to one request: ``MCPToolLoader.session()`` makes a fresh one;
     share one explicitly (``loader.session(budget=b)``) when a request uses several MCP
@@ -262,7 +262,7 @@ class MCPTool:
             if is_transport_failure(found):
                 return self._transport_failure(exc, found)
             refusal = found.exception
-            if isinstance(refusal, MCPError):  # seed 001: the host's to handle, not the model's
+            if isinstance(refusal, MCPError):  # the host's to handle, not the model's
                 raise MCPProtocolError(
                     f"MCP server refused the call to tool '{self.name}' "
                     f"(JSON-RPC error {refusal.code}).",
