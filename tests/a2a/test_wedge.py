@@ -1,0 +1,176 @@
+"""A task store that fails while an agent runs ends that one task, never the server.
+
+When a write of the task store fails, a2a-sdk's consumer of the task's events stops. The
+failing request gets a classified JSON-RPC error; the events nobody will read again are
+dropped, the agent is stopped, and the task's terminal state is written once the store
+answers again. Every later request is served, and the server shuts down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from a2a.server.context import ServerCallContext
+from a2a.server.tasks import InMemoryTaskStore
+from a2a.types import Task
+from starlette.applications import Starlette
+
+from llamon_agent.a2a.agent import AgentContext
+from llamon_agent.a2a.server import create_app
+
+from .server_utils import make_card
+from .server_utils import user_message as message
+
+DEADLINE = 10.0
+HOST_IN_ERROR = "db.internal.example:5432"
+
+
+class FlakyStore(InMemoryTaskStore):
+    """A real task store whose next write fails (``fail_next``), or every call while
+    ``down`` (what asyncpg raises while PostgreSQL is stopped)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.next_error: BaseException | None = None
+        self.down = False
+
+    def fail_next(self, error: BaseException) -> None:
+        self.next_error = error
+
+    def _check(self) -> None:
+        if self.down:
+            raise ConnectionRefusedError(111, f"Connect call failed ('{HOST_IN_ERROR}')")
+        error, self.next_error = self.next_error, None
+        if error is not None:
+            raise error
+
+    async def save(self, task: Task, context: ServerCallContext | None = None) -> None:
+        self._check()
+        await super().save(task, context)
+
+    async def get(self, task_id: str, context: ServerCallContext | None = None) -> Task | None:
+        if self.down:
+            self._check()
+        return await super().get(task_id, context)
+
+
+class Agent:
+    """``wait``: runs until ``release`` is set (or it is cancelled); anything else: answers."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.started = asyncio.Event()
+        self.cancelled = asyncio.Event()
+
+    async def invoke(self, ctx: AgentContext) -> str:
+        if ctx.text == "wait":
+            self.started.set()
+            try:
+                await self.release.wait()
+            except asyncio.CancelledError:
+                self.cancelled.set()
+                raise
+        return f"answer to {ctx.text}"
+
+
+@asynccontextmanager
+async def serving(app: Starlette) -> AsyncIterator[str]:
+    """``app`` under uvicorn on a free port; on exit the shutdown must finish in time."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    serve = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/"
+    finally:
+        server.should_exit = True
+        try:
+            await asyncio.wait_for(asyncio.shield(serve), DEADLINE)
+        except TimeoutError:
+            serve.cancel()
+            pytest.fail("the server did not shut down")
+        finally:
+            sock.close()
+
+
+def _body(method: str, text: str, **params: Any) -> dict[str, Any]:
+    payload = message(text).model_dump(mode="json", by_alias=True, exclude_none=True)
+    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"message": payload, **params}}
+
+
+async def rpc(url: str, method: str, text: str, **params: Any) -> list[dict[str, Any]]:
+    """The JSON-RPC answers to one call (every SSE event of a stream), within DEADLINE."""
+
+    async def call() -> list[dict[str, Any]]:
+        async with httpx.AsyncClient(timeout=DEADLINE) as http:
+            response = await http.post(url, json=_body(method, text, **params))
+        if not response.headers["content-type"].startswith("text/event-stream"):
+            return [response.json()]
+        return [
+            json.loads(line.removeprefix("data:"))
+            for line in response.text.splitlines()
+            if line.startswith("data:")
+        ]
+
+    return await asyncio.wait_for(call(), DEADLINE)
+
+
+async def get_task(url: str, task_id: str) -> dict[str, Any]:
+    body = {"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task_id}}
+    async with httpx.AsyncClient(timeout=DEADLINE) as http:
+        answer: dict[str, Any] = (await http.post(url, json=body)).json()
+    return answer
+
+
+def _state(answer: dict[str, Any]) -> str:
+    return str(answer["result"]["status"]["state"])
+
+
+async def assert_served(url: str) -> None:
+    """The next message/send and message/stream are answered (completed)."""
+    (sent,) = await rpc(url, "message/send", "next")
+    assert _state(sent) == "completed", sent
+    streamed = await rpc(url, "message/stream", "next")
+    assert _state(streamed[-1]) == "completed", streamed
+
+
+@pytest.mark.parametrize("method", ["message/send", "message/stream"])
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (
+            ConnectionRefusedError(111, f"Connect call failed ('{HOST_IN_ERROR}')"),
+            ("UPSTREAM_UNAVAILABLE", "database_unavailable", True),
+        ),
+        (
+            UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed"),
+            ("INTERNAL_ERROR", "unicode_encode_error", False),
+        ),
+    ],
+    ids=["connection-refused", "encoding"],
+)
+async def test_a_failed_write_ends_that_task_and_the_server_keeps_serving(
+    method: str, error: BaseException, expected: tuple[str, str, bool]
+) -> None:
+    store, agent = FlakyStore(), Agent()
+    async with serving(create_app(agent, make_card(), task_store=store)) as url:
+        store.fail_next(error)
+        answers = await rpc(url, method, "wait")
+        failure = answers[-1]["error"]
+        assert failure["code"] == -32603
+        data = failure["data"]
+        assert (data["errorCode"], data["errorReason"], data["retriable"]) == expected
+        assert HOST_IN_ERROR not in json.dumps(answers)
+        # the agent of the failed task is stopped, not left running with nobody reading
+        await asyncio.wait_for(agent.cancelled.wait(), DEADLINE)
+        await assert_served(url)
+        await assert_served(url)
