@@ -20,7 +20,7 @@ import pytest
 import uvicorn
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import InMemoryTaskStore
-from a2a.types import Task
+from a2a.types import Task, TaskState
 from starlette.applications import Starlette
 
 from llamon_agent.a2a.agent import AgentContext
@@ -41,12 +41,14 @@ class FlakyStore(InMemoryTaskStore):
         super().__init__()
         self.next_error: BaseException | None = None
         self.down = False
+        self.refused = asyncio.Event()
 
     def fail_next(self, error: BaseException) -> None:
         self.next_error = error
 
     def _check(self) -> None:
         if self.down:
+            self.refused.set()
             raise ConnectionRefusedError(111, f"Connect call failed ('{HOST_IN_ERROR}')")
         error, self.next_error = self.next_error, None
         if error is not None:
@@ -173,4 +175,74 @@ async def test_a_failed_write_ends_that_task_and_the_server_keeps_serving(
         # the agent of the failed task is stopped, not left running with nobody reading
         await asyncio.wait_for(agent.cancelled.wait(), DEADLINE)
         await assert_served(url)
+        await assert_served(url)
+
+
+def _failure_data(task: dict[str, Any]) -> dict[str, Any]:
+    parts = task["status"]["message"]["parts"]
+    data: dict[str, Any] = next(part["data"] for part in parts if part["kind"] == "data")
+    return data
+
+
+@asynccontextmanager
+async def open_stream(url: str, text: str) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+    """message/stream, read event by event as the server sends them."""
+    async with (
+        httpx.AsyncClient(timeout=DEADLINE) as http,
+        http.stream("POST", url, json=_body("message/stream", text)) as response,
+    ):
+
+        async def events() -> AsyncIterator[dict[str, Any]]:
+            async for line in response.aiter_lines():
+                if line.startswith("data:"):
+                    yield json.loads(line.removeprefix("data:"))
+
+        yield events()
+
+
+async def test_a_task_whose_end_the_store_refused_ends_once_the_store_is_back() -> None:
+    store, agent = FlakyStore(), Agent()
+    async with serving(create_app(agent, make_card(), task_store=store)) as url:
+        async with open_stream(url, "wait") as events:
+            first = await asyncio.wait_for(anext(events), DEADLINE)
+            task_id = first["result"]["id"]  # the caller knows the task: it was stored
+            await asyncio.wait_for(agent.started.wait(), DEADLINE)
+            store.down = True  # the outage starts while the agent runs
+            agent.release.set()
+            rest = [event async for event in events]
+        failure = rest[-1]["error"]["data"]
+        assert (failure["errorReason"], failure["retriable"]) == ("database_unavailable", True)
+        down = await get_task(url, task_id)
+        assert down["error"]["data"]["errorReason"] == "database_unavailable"
+
+        store.down = False
+        await assert_served(url)
+        answer = await get_task(url, task_id)
+        assert _state(answer) == "failed"
+        data = _failure_data(answer["result"])
+        assert (data["errorCode"], data["errorReason"], data["retriable"]) == (
+            "UPSTREAM_UNAVAILABLE",
+            "database_unavailable",
+            True,
+        )
+        stored = await InMemoryTaskStore.get(store, task_id)  # written, not only shown
+        assert stored is not None
+        assert stored.status.state == TaskState.failed
+
+
+async def test_a_non_blocking_send_whose_later_write_fails_ends_failed() -> None:
+    store, agent = FlakyStore(), Agent()
+    async with serving(create_app(agent, make_card(), task_store=store)) as url:
+        (started,) = await rpc(url, "message/send", "wait", configuration={"blocking": False})
+        task_id = started["result"]["id"]
+        await asyncio.wait_for(agent.started.wait(), DEADLINE)
+        store.down = True  # the write of the agent's answer, read in the background, fails
+        agent.release.set()
+        await asyncio.wait_for(store.refused.wait(), DEADLINE)
+        store.down = False
+        async with asyncio.timeout(DEADLINE):  # each poll is a real round trip
+            while _state(answer := await get_task(url, task_id)) != "failed":
+                pass
+        data = _failure_data(answer["result"])
+        assert (data["errorReason"], data["retriable"]) == ("database_unavailable", True)
         await assert_served(url)
