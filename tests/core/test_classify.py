@@ -416,3 +416,17 @@ def test_a_locked_sqlite_database_is_a_retriable_database_failure_with_text_with
     found = classify_exception(_locked_sqlite_error())
     assert found.as_tuple() == (ErrorCode.UPSTREAM_UNAVAILABLE, "database_unavailable", True)
     assert found.expose_text is False
+
+
+def test_a_database_connection_lost_mid_statement_is_database_unavailable() -> None:
+    from sqlalchemy.exc import DBAPIError
+
+    host = "db.internal.example:5432"
+    lost = DBAPIError(
+        "SELECT 1", None, OSError(f"connection to {host} closed"), connection_invalidated=True
+    )
+    found = classify_exception(lost)
+    assert found.as_tuple() == (ErrorCode.UPSTREAM_UNAVAILABLE, "database_unavailable", True)
+    assert found.expose_text is False
+    other = DBAPIError("SELECT 1", None, ValueError("bad parameter"))
+    assert classify_exception(other).as_tuple() == (ErrorCode.INTERNAL_ERROR, "dbapi_error", False)

@@ -9,14 +9,18 @@ What the caller receives (seed 000, "SDK 내부 동작 요약")::
     agent raises GuardrailBlocked -> failed + GUARDRAIL_BLOCKED, the task's artifacts dropped
     agent raises anything else    -> failed + TextPart + DataPart(ApplicationErrorData);
                                      artifacts made before the failure are kept, a flow's
-                                     completed-node outputs are added first
+                                     completed-node outputs are added first. So does a
+                                     BaseException (KeyboardInterrupt, SystemExit, a
+                                     CancelledError nobody asked for): INTERNAL_ERROR with
+                                     an incident id; it never stops the process
     stream fails after a chunk    -> chunks kept, one failed status, no second answer
     stream fails before a chunk   -> one fallback to invoke()
     tasks/cancel                  -> the agent is cancelled, the task ends canceled
 
 Invariant: every task this executor starts ends completed, failed, canceled,
-input-required or auth-required. If the event queue itself refuses the final event, the
-terminal state is written to the task store directly.
+input-required or auth-required. If the event queue itself refuses the final event, or
+is closed (nobody reads it any more), the terminal state is written to the task store
+directly (a guarded store retries it while the store is down).
 """
 
 from __future__ import annotations

@@ -217,6 +217,17 @@ def _application_error(exc: BaseException) -> Classification | None:
     )
 
 
+def _database_connection_lost(exc: BaseException) -> Classification | None:
+    """SQLAlchemy's ``DBAPIError`` on a connection the database dropped (server stopped or
+    failed over mid-statement): the database is unavailable, its text withheld (it names
+    hosts). Any other DBAPI error defers to the next base, then the fallback."""
+    if getattr(exc, "connection_invalidated", False) is not True:
+        return None
+    return Classification(
+        ErrorCode.UPSTREAM_UNAVAILABLE, "database_unavailable", True, exc, expose_text=False
+    )
+
+
 _UNAVAILABLE = ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, None, True)
 _NETWORK = ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, "network_error", True)
 _TIMEOUT = ErrorRule(ErrorCode.UPSTREAM_TIMEOUT, "timeout", True)
@@ -258,6 +269,7 @@ BUILTIN_RULES: Final[tuple[tuple[Key, Rule, str], ...]] = (
     ("openai.APIConnectionError", _hidden(_NETWORK), "openai SDK, text withheld"),
     ("anthropic.APIConnectionError", _hidden(_NETWORK), "anthropic SDK, text withheld"),
     ("sqlite3.OperationalError", _hidden(_DATABASE), "locked, disk I/O: text withheld (paths)"),
+    ("sqlalchemy.DBAPIError", _database_connection_lost, "connection lost, see below"),
     (MaxIterationError, _INTERNAL, ""),
     (MergeStrategyError, _INTERNAL, ""),
     (RoutingError, _INTERNAL, ""),
@@ -278,6 +290,13 @@ _DYNAMIC_ROWS: Final = (
     RuleRow("MCPError session lost", "UPSTREAM_UNAVAILABLE", "session_lost", "true", "-32600"),
     RuleRow("MCPError HTTP status", "UPSTREAM_UNAVAILABLE", "http_error", "true", "-32603"),
     RuleRow("MCPError other", "UPSTREAM_UNAVAILABLE", "mcp_error", "false", "server refused"),
+    RuleRow(
+        "DBAPIError connection lost",
+        "UPSTREAM_UNAVAILABLE",
+        "database_unavailable",
+        "true",
+        "sqlalchemy; text withheld",
+    ),
     RuleRow("ExceptionGroup", "(first mapped leaf)", "", "", "else the first leaf"),
     RuleRow("anything else", "INTERNAL_ERROR", "<snake_case type>", "false", "text withheld"),
 )
