@@ -159,23 +159,34 @@ class LlamonRequestHandler(DefaultRequestHandler):
         )
 
         async def stopped(exc: Exception) -> None:
-            await self._reader_stopped(task_id, queue, producer, exc)
+            # TaskManager.task_id is set once the task is in the store (or it existed)
+            known = manager.task_id is not None
+            await self._reader_stopped(task_id, queue, producer, exc, stored=known)
 
         return manager, task_id, queue, _Reader(manager, stopped), producer
 
     async def _reader_stopped(
-        self, task_id: str, queue: EventQueue, producer: asyncio.Task[Any], exc: Exception
+        self,
+        task_id: str,
+        queue: EventQueue,
+        producer: asyncio.Task[Any],
+        exc: Exception,
+        *,
+        stored: bool,
     ) -> None:
         """Reading ``task_id``'s events failed with ``exc``: end that task alone.
 
         Its unread events are dropped and later ones are not kept (nothing waits for a
-        queue nobody reads), the agent is cancelled without publishing, and the task ends
-        ``failed`` with ``exc``'s classified error -- written now or, while the store is
-        down, once it answers again.
+        queue nobody reads), the agent is cancelled without publishing, and a task the
+        store holds (``stored``) ends ``failed`` with ``exc``'s classified error --
+        written in the background, at once or, while the store is down, once it answers
+        again. A task never stored is left alone: nobody was given its id.
         """
         self.agent_executor.abandon(task_id)
         await abandon_queue(queue)
         producer.cancel()
+        if not stored:
+            return
         data = error_data_for_exception(exc)
         message = Message(
             role=Role.agent,

@@ -102,7 +102,7 @@ class GuardedTaskStore(TaskStore):
             return task
         if await self._write(task_id, pending):
             return await self.inner.get(task_id, context)
-        return _with_status(task, pending.status)
+        return _with_status(task, pending.status) if task_id in self._pending else task
 
     async def delete(self, task_id: str, context: ServerCallContext | None = None) -> None:
         """Delete ``task_id`` (and forget any pending terminal status of it)."""

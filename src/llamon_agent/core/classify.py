@@ -217,11 +217,30 @@ def _application_error(exc: BaseException) -> Classification | None:
     )
 
 
-def _database_connection_lost(exc: BaseException) -> Classification | None:
-    """SQLAlchemy's ``DBAPIError`` on a connection the database dropped (server stopped or
-    failed over mid-statement): the database is unavailable, its text withheld (it names
-    hosts). Any other DBAPI error defers to the next base, then the fallback."""
-    if getattr(exc, "connection_invalidated", False) is not True:
+_DATABASE_GONE_SQLSTATES: Final = ("08", "57P01", "57P02", "57P03", "53300")
+"""SQLSTATEs of a database that does not answer: connection exceptions (class 08), admin
+or crash shutdown, "cannot connect now" (starting up, shutting down), too many clients."""
+
+
+def _sqlstate(exc: BaseException) -> str:
+    """The SQLSTATE behind a SQLAlchemy ``DBAPIError`` (``pgcode`` of the driver's error,
+    or ``sqlstate`` of asyncpg's exception it wraps); "" when there is none."""
+    orig = getattr(exc, "orig", None)
+    for source in (orig, getattr(orig, "__cause__", None)):
+        for name in ("pgcode", "sqlstate"):
+            value = getattr(source, name, None)
+            if isinstance(value, str) and value:
+                return value
+    return ""
+
+
+def _database_gone(exc: BaseException) -> Classification | None:
+    """SQLAlchemy's ``DBAPIError`` when the database does not answer: a connection it
+    dropped (server stopped or failed over mid-statement), or one it refused while
+    starting up or shutting down. Text withheld (it names hosts); any other DBAPI error
+    defers to the next base, then the fallback."""
+    lost = getattr(exc, "connection_invalidated", False) is True
+    if not (lost or _sqlstate(exc).startswith(_DATABASE_GONE_SQLSTATES)):
         return None
     return Classification(
         ErrorCode.UPSTREAM_UNAVAILABLE, "database_unavailable", True, exc, expose_text=False
@@ -269,7 +288,7 @@ BUILTIN_RULES: Final[tuple[tuple[Key, Rule, str], ...]] = (
     ("openai.APIConnectionError", _hidden(_NETWORK), "openai SDK, text withheld"),
     ("anthropic.APIConnectionError", _hidden(_NETWORK), "anthropic SDK, text withheld"),
     ("sqlite3.OperationalError", _hidden(_DATABASE), "locked, disk I/O: text withheld (paths)"),
-    ("sqlalchemy.DBAPIError", _database_connection_lost, "connection lost, see below"),
+    ("sqlalchemy.DBAPIError", _database_gone, "database gone, see below"),
     (MaxIterationError, _INTERNAL, ""),
     (MergeStrategyError, _INTERNAL, ""),
     (RoutingError, _INTERNAL, ""),
@@ -291,11 +310,11 @@ _DYNAMIC_ROWS: Final = (
     RuleRow("MCPError HTTP status", "UPSTREAM_UNAVAILABLE", "http_error", "true", "-32603"),
     RuleRow("MCPError other", "UPSTREAM_UNAVAILABLE", "mcp_error", "false", "server refused"),
     RuleRow(
-        "DBAPIError connection lost",
+        "DBAPIError database gone",
         "UPSTREAM_UNAVAILABLE",
         "database_unavailable",
         "true",
-        "sqlalchemy; text withheld",
+        "connection lost, SQLSTATE 08*, 57P01-03, 53300",
     ),
     RuleRow("ExceptionGroup", "(first mapped leaf)", "", "", "else the first leaf"),
     RuleRow("anything else", "INTERNAL_ERROR", "<snake_case type>", "false", "text withheld"),
