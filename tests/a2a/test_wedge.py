@@ -133,16 +133,16 @@ async def get_task(url: str, task_id: str) -> dict[str, Any]:
     return answer
 
 
-def _state(answer: dict[str, Any]) -> str:
+def state_of(answer: dict[str, Any]) -> str:
     return str(answer["result"]["status"]["state"])
 
 
 async def assert_served(url: str) -> None:
     """The next message/send and message/stream are answered (completed)."""
     (sent,) = await rpc(url, "message/send", "next")
-    assert _state(sent) == "completed", sent
+    assert state_of(sent) == "completed", sent
     streamed = await rpc(url, "message/stream", "next")
-    assert _state(streamed[-1]) == "completed", streamed
+    assert state_of(streamed[-1]) == "completed", streamed
 
 
 @pytest.mark.parametrize("method", ["message/send", "message/stream"])
@@ -178,7 +178,7 @@ async def test_a_failed_write_ends_that_task_and_the_server_keeps_serving(
         await assert_served(url)
 
 
-def _failure_data(task: dict[str, Any]) -> dict[str, Any]:
+def failure_data(task: dict[str, Any]) -> dict[str, Any]:
     parts = task["status"]["message"]["parts"]
     data: dict[str, Any] = next(part["data"] for part in parts if part["kind"] == "data")
     return data
@@ -218,8 +218,8 @@ async def test_a_task_whose_end_the_store_refused_ends_once_the_store_is_back() 
         store.down = False
         await assert_served(url)
         answer = await get_task(url, task_id)
-        assert _state(answer) == "failed"
-        data = _failure_data(answer["result"])
+        assert state_of(answer) == "failed"
+        data = failure_data(answer["result"])
         assert (data["errorCode"], data["errorReason"], data["retriable"]) == (
             "UPSTREAM_UNAVAILABLE",
             "database_unavailable",
@@ -241,8 +241,25 @@ async def test_a_non_blocking_send_whose_later_write_fails_ends_failed() -> None
         await asyncio.wait_for(store.refused.wait(), DEADLINE)
         store.down = False
         async with asyncio.timeout(DEADLINE):  # each poll is a real round trip
-            while _state(answer := await get_task(url, task_id)) != "failed":
+            while state_of(answer := await get_task(url, task_id)) != "failed":
                 pass
-        data = _failure_data(answer["result"])
+        data = failure_data(answer["result"])
         assert (data["errorReason"], data["retriable"]) == ("database_unavailable", True)
         await assert_served(url)
+
+
+async def test_a_failed_write_leaves_the_other_running_tasks_alone() -> None:
+    store, agent = FlakyStore(), Agent()
+    async with serving(create_app(agent, make_card(), task_store=store)) as url:
+        async with open_stream(url, "wait") as events:
+            first = await asyncio.wait_for(anext(events), DEADLINE)
+            running_id = first["result"]["id"]
+            await asyncio.wait_for(agent.started.wait(), DEADLINE)
+            store.fail_next(ConnectionRefusedError(111, "Connect call failed"))
+            (refused,) = await rpc(url, "message/send", "other")
+            assert refused["error"]["data"]["errorReason"] == "database_unavailable"
+            agent.release.set()
+            rest = [event async for event in events]
+        assert rest[-1]["result"]["status"]["state"] == "completed", rest
+        assert not agent.cancelled.is_set()
+        assert state_of(await get_task(url, running_id)) == "completed"

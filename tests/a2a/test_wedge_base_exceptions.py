@@ -24,7 +24,7 @@ from llamon_agent.a2a.agent import AgentContext
 from llamon_agent.a2a.server import create_app
 
 from .server_utils import make_card
-from .test_wedge import DEADLINE, _failure_data, _state, assert_served, get_task, rpc, serving
+from .test_wedge import DEADLINE, assert_served, failure_data, get_task, rpc, serving, state_of
 
 
 class AgentAborted(BaseException):
@@ -42,7 +42,7 @@ class Agent:
 
 def _assert_internal_failure(task: dict[str, Any]) -> None:
     assert task["status"]["state"] == "failed", task
-    data = _failure_data(task)
+    data = failure_data(task)
     assert data["errorCode"] == "INTERNAL_ERROR"
     assert data["retriable"] is False
     assert data["incidentId"]
@@ -131,6 +131,6 @@ async def test_keyboard_interrupt_or_system_exit_in_an_agent_does_not_stop_llamo
                 _assert_internal_failure(stored["result"])
                 assert process.returncode is None, "the server process stopped"
         (answer,) = await rpc(url, "message/send", "still there?")
-        assert _state(answer) == "completed"
+        assert state_of(answer) == "completed"
         process.send_signal(signal.SIGTERM)  # a real signal still stops it
         await asyncio.wait_for(process.wait(), DEADLINE)

@@ -30,13 +30,13 @@ from ..a2a.server_utils import make_card
 from ..a2a.test_wedge import (
     DEADLINE,
     Agent,
-    _failure_data,
-    _state,
     assert_served,
+    failure_data,
     get_task,
     open_stream,
     rpc,
     serving,
+    state_of,
 )
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
@@ -138,8 +138,8 @@ async def test_postgres_down_then_back_the_server_keeps_serving_and_ends_the_tas
                 await pg.start()
                 await assert_served(url)
                 answer = await get_task(url, task_id)
-                assert _state(answer) == "failed", answer
-                data = _failure_data(answer["result"])
+                assert state_of(answer) == "failed", answer
+                data = failure_data(answer["result"])
                 assert (data["errorReason"], data["retriable"]) == ("database_unavailable", True)
             stored = await stores.task_store.get(task_id)  # in the database itself
             assert stored is not None
