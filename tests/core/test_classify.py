@@ -416,3 +416,23 @@ def test_a_locked_sqlite_database_is_a_retriable_database_failure_with_text_with
     found = classify_exception(_locked_sqlite_error())
     assert found.as_tuple() == (ErrorCode.UPSTREAM_UNAVAILABLE, "database_unavailable", True)
     assert found.expose_text is False
+
+
+def test_a_database_that_does_not_answer_is_database_unavailable() -> None:
+    from asyncpg.exceptions import CannotConnectNowError, UniqueViolationError
+    from sqlalchemy.exc import DBAPIError
+
+    host = "db.internal.example:5432"
+    lost = DBAPIError("SELECT 1", None, OSError(f"connection to {host} closed"))
+    lost.connection_invalidated = True  # PostgreSQL stopped mid-statement
+    starting = DBAPIError("SELECT 1", None, CannotConnectNowError("the database is starting up"))
+    for exc in (lost, starting):
+        found = classify_exception(exc)
+        assert found.as_tuple() == (ErrorCode.UPSTREAM_UNAVAILABLE, "database_unavailable", True)
+        assert found.expose_text is False
+    duplicate = DBAPIError("INSERT", None, UniqueViolationError("duplicate key"))
+    assert classify_exception(duplicate).as_tuple() == (
+        ErrorCode.INTERNAL_ERROR,
+        "dbapi_error",
+        False,
+    )

@@ -1,6 +1,6 @@
 """``CustomAgentExecutor``: runs an agent and turns every outcome into the right A2A answer.
 
-What the caller receives (seed 000, "SDK 내부 동작 요약")::
+What the caller receives::
 
     agent returns output          -> completed (+ artifact "response" / "result")
     agent returns Completed       -> completed + data part ("no results", "not eligible")
@@ -10,7 +10,10 @@ What the caller receives (seed 000, "SDK 내부 동작 요약")::
                                      (a stream ends with the final failed status-update)
     agent raises anything else    -> failed + TextPart + DataPart(ApplicationErrorData);
                                      artifacts made before the failure are kept, a flow's
-                                     completed-node outputs are added first
+                                     completed-node outputs are added first. So does a
+                                     BaseException (KeyboardInterrupt, SystemExit, a
+                                     CancelledError nobody asked for): INTERNAL_ERROR with
+                                     an incident id; it never stops the process
     every artifact                -> its last chunk is marked lastChunk: a streamed one
                                      ends with its complete parts (append=false,
                                      lastChunk=true) on completion, and on failure for
@@ -25,8 +28,9 @@ What the caller receives (seed 000, "SDK 내부 동작 요약")::
     tasks/cancel                  -> the agent is cancelled, the task ends canceled
 
 Invariant: every task this executor starts ends completed, failed, canceled,
-input-required or auth-required. If the event queue itself refuses the final event, the
-terminal state is written to the task store directly.
+input-required or auth-required. If the event queue itself refuses the final event, or
+is closed (nobody reads it any more), the terminal state is written to the task store
+directly (a guarded store retries it while the store is down).
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ from llamon_agent.a2a.agent import (
     as_agent,
 )
 from llamon_agent.a2a.protocol import RequestLimits, check_message, with_protocol_data
+from llamon_agent.a2a.store_guard import GuardedTaskStore
 from llamon_agent.a2a.workers import WORKER_METADATA_KEY, worker_id
 from llamon_agent.core.classify import classify_exception
 from llamon_agent.core.codes import ErrorCode, Stage, json_rpc_to_error_code
@@ -235,10 +240,15 @@ class CustomAgentExecutor(AgentExecutor):
             await self._finish(run, output)
         except ServerError as exc:
             await self._protocol_failure(run, exc)
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as exc:
+            if not _being_cancelled():  # the agent raised it itself: a failure like any
+                await self._enqueue_failed_response(run, exc, ctx)
+                return
             await self._end(run, TaskState.canceled, None)
             raise
         except Exception as exc:
+            await self._enqueue_failed_response(run, exc, ctx)
+        except BaseException as exc:  # KeyboardInterrupt, SystemExit, custom: never the process
             await self._enqueue_failed_response(run, exc, ctx)
         finally:
             self._runs.pop(task.id, None)
@@ -456,7 +466,7 @@ class CustomAgentExecutor(AgentExecutor):
         return make_application_error_data(code, reason, message)
 
     async def fail_unexpected(
-        self, context: RequestContext, event_queue: EventQueue, exc: Exception
+        self, context: RequestContext, event_queue: EventQueue, exc: BaseException
     ) -> bool:
         """End the task ``failed`` at once because ``execute`` itself raised.
 
@@ -501,12 +511,18 @@ class CustomAgentExecutor(AgentExecutor):
             await self._persist_terminal(run, status)
 
     async def _end(self, run: _Run, state: TaskState, parts: list[Part] | None) -> None:
-        """Publish the run's last status once; fall back to the store if the queue fails."""
+        """Publish the run's last status once; write it to the store directly when the
+        queue is closed (nobody reads it any more) or refuses the event."""
         async with run.lock:
             if run.terminal:
                 return
             run.terminal = True
         message = _agent_message(run, parts) if parts else None
+        if run.updater.event_queue.is_closed():
+            await self._persist_terminal(
+                run, TaskStatus(state=state, message=message, timestamp=_now())
+            )
+            return
         try:
             await run.updater.update_status(state, message=message, final=True)
         except Exception:
@@ -516,14 +532,30 @@ class CustomAgentExecutor(AgentExecutor):
             )
 
     async def _persist_terminal(self, run: _Run, status: TaskStatus) -> None:
-        if self.task_store is None:
+        """Write ``status`` to the store; a guarded store retries it while it is down."""
+        store = self.task_store
+        if store is None:
             return
         try:
-            stored = await self.task_store.get(run.task_id)
+            if isinstance(store, GuardedTaskStore):
+                await store.end_task(run.task_id, status, fallback=run.task)
+                return
+            stored = await store.get(run.task_id)
             task = stored or run.task
-            await self.task_store.save(task.model_copy(update={"status": status}))
+            await store.save(task.model_copy(update={"status": status}))
         except Exception:
             logger.exception("task %s: could not write its terminal state", run.task_id)
+
+    def abandon(self, task_id: str) -> None:
+        """Nobody reads ``task_id``'s events any more: its run publishes nothing else.
+
+        The request handler calls this when a task's reader stopped (a task-store write
+        failed) before it cancels the agent and records the task's end itself, so the
+        cancellation publishes no ``canceled`` status that nobody would read.
+        """
+        run = self._runs.get(task_id)
+        if run is not None:
+            run.terminal = True  # no await: no _end can interleave with this
 
     # -- shutdown -------------------------------------------------------------------
 
@@ -532,7 +564,9 @@ class CustomAgentExecutor(AgentExecutor):
 
         Called when the server stops, so a graceful stop leaves no task ``working``. The
         state is written to the task store directly: the event consumers stop with the
-        server. Returns the ids ended.
+        server. Terminal states a guarded store is still retrying get one last bounded
+        try; the next start ends what is left (``reconcile_orphaned_tasks``). Returns the
+        ids ended.
         """
         ended: list[str] = []
         data = make_application_error_data(
@@ -553,6 +587,8 @@ class CustomAgentExecutor(AgentExecutor):
             )
             await self._persist_terminal(run, status)
             ended.append(run.task_id)
+        if isinstance(self.task_store, GuardedTaskStore):
+            await self.task_store.drain()  # last try at ends the store refused; retries stop
         return sorted(ended)
 
     # -- cancellation ---------------------------------------------------------------
@@ -592,6 +628,13 @@ def _agent_message(run: _Run, parts: list[Part]) -> Message:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat()
+
+
+def _being_cancelled() -> bool:
+    """Whether the current task has been asked to stop (``Task.cancel()``), as opposed to
+    code raising ``CancelledError`` by itself."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _blocking(context: RequestContext) -> bool:

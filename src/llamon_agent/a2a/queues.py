@@ -1,19 +1,28 @@
-"""Event queues that give every consumer of a task its own copy of each event.
+"""Event queues for llamon's request handler: one per task, isolated and never blocking.
 
-a2a-sdk hands the *same* event object to the request that runs a task and to every
-``tasks/resubscribe`` of it (``EventQueue.tap``), and its ``TaskManager`` keeps the first
-chunk's artifact object inside the task and extends it in place with later chunks. Two
-consumers of one event therefore extend one artifact twice: the stored task, and the
-events still waiting for a resubscriber, held every chunk twice.
+``LlamonQueueManager`` (the default of ``LlamonRequestHandler``) is a2a-sdk's
+``InMemoryQueueManager`` with three repairs:
 
-And when the request's consumer reads the task's final event it closes the queue at
-once, which also empties every tapped queue: a resubscriber that had not read the final
-status-update yet never received it, and its stream ended with the task still working.
-
-``IsolatingQueueManager`` (the default of ``LlamonRequestHandler``) keeps a2a-sdk's
-in-memory queue manager, but each tapped queue receives deep copies, and a tapped queue
-closed by its parent keeps what it holds until its own reader has read it. A task
-nobody resubscribes to has no tapped queue and pays nothing.
+* **Closing never holds up other tasks.** a2a-sdk's ``close`` awaits a graceful
+  ``EventQueue.close()`` -- which waits until every event put on the queue has been read --
+  while holding the lock that every ``message/send`` and ``message/stream`` needs to get
+  its own queue. One queue nobody reads any more (its reader stopped when a task-store
+  write failed) then blocked the whole server. Here the queue is taken out under the lock
+  and closed outside it; ``abandon_queue`` is what the request handler calls when a task's
+  reader stops: the events nobody will read are dropped at once, and later publishes are
+  no-ops.
+* **Every resubscriber gets its own copy of each event.** a2a-sdk hands the *same* event
+  object to the request that runs a task and to every ``tasks/resubscribe`` of it
+  (``EventQueue.tap``), and its ``TaskManager`` keeps the first chunk's artifact object
+  inside the task and extends it in place with later chunks. Two consumers of one event
+  therefore extended one artifact twice: the stored task, and the events still waiting
+  for a resubscriber, held every chunk twice. A tapped queue here receives deep copies; a
+  task nobody resubscribes to has no tapped queue and pays nothing.
+* **A resubscriber reads the task's end.** When the request's consumer reads the final
+  event it closes the queue at once, which emptied every tapped queue: a resubscriber
+  that had not read the final status-update yet never received it. A tapped queue closed
+  by its parent keeps what it holds until its own reader has read it, and never makes the
+  task wait for that reader.
 """
 
 from __future__ import annotations
@@ -22,9 +31,9 @@ import sys
 
 from a2a.server.events import EventQueue, InMemoryQueueManager
 from a2a.server.events.event_queue import Event
-from a2a.server.events.queue_manager import TaskQueueExists
+from a2a.server.events.queue_manager import NoTaskQueue, TaskQueueExists
 
-__all__ = ["IsolatingQueueManager"]
+__all__ = ["LlamonQueueManager", "abandon_queue"]
 
 
 class _TaskQueue(EventQueue):
@@ -63,8 +72,9 @@ class _TappedQueue(_TaskQueue):
             await child.close(immediate)
 
 
-class IsolatingQueueManager(InMemoryQueueManager):
-    """a2a-sdk's ``InMemoryQueueManager`` whose tapped queues receive copied events."""
+class LlamonQueueManager(InMemoryQueueManager):
+    """``InMemoryQueueManager`` whose taps get copies and whose ``close`` waits for one
+    queue without the shared lock (see the module docstring)."""
 
     async def create_or_tap(self, task_id: str) -> EventQueue:
         """The task's queue, new (an isolating one) or tapped."""
@@ -80,3 +90,24 @@ class IsolatingQueueManager(InMemoryQueueManager):
                 raise
             return tapped
         return queue
+
+    async def close(self, task_id: str) -> None:
+        """Remove the task's queue, then close it (the wait concerns this task only).
+
+        Raises ``NoTaskQueue`` when the task has no queue, as a2a-sdk's does.
+        """
+        async with self._lock:
+            queue = self._task_queue.pop(task_id, None)
+        if queue is None:
+            raise NoTaskQueue
+        await queue.close()
+
+
+async def abandon_queue(queue: EventQueue) -> None:
+    """Close ``queue`` (and its taps) now: pending events dropped, waiters released.
+
+    For a queue whose reader has stopped for good. Whoever waits for it to drain (a
+    graceful close) is released, and any event published afterwards is dropped without
+    waiting.
+    """
+    await queue.close(immediate=True)

@@ -383,7 +383,8 @@ _ENTRIES: Final[tuple[tuple[str, Stage, ErrorCode, bool, str, str], ...]] = (
         _E.UPSTREAM_UNAVAILABLE,
         True,
         "check_disk_space_and_other_writers_of_the_database",
-        "the SQLite task database is locked past the busy timeout, full or unwritable",
+        "the task database does not answer: PostgreSQL stopped or unreachable, or the"
+        " SQLite file locked past the busy timeout, full or unwritable",
     ),
     (
         "uncaught_server_error",

@@ -359,6 +359,36 @@ def _fixed(rule: ErrorRule, message: str) -> DynamicRule:
     return apply
 
 
+_DATABASE_GONE_SQLSTATES: Final = ("08", "57P01", "57P02", "57P03", "53300")
+"""SQLSTATEs of a database that does not answer: connection exceptions (class 08), admin
+or crash shutdown, "cannot connect now" (starting up, shutting down), too many clients."""
+
+
+def _sqlstate(exc: BaseException) -> str:
+    """The SQLSTATE behind a SQLAlchemy ``DBAPIError`` (``pgcode`` of the driver's error,
+    or ``sqlstate`` of asyncpg's exception it wraps); "" when there is none."""
+    orig = getattr(exc, "orig", None)
+    for source in (orig, getattr(orig, "__cause__", None)):
+        for name in ("pgcode", "sqlstate"):
+            value = getattr(source, name, None)
+            if isinstance(value, str) and value:
+                return value
+    return ""
+
+
+def _database_gone(exc: BaseException) -> Classification | None:
+    """SQLAlchemy's ``DBAPIError`` when the database does not answer: a connection it
+    dropped (server stopped or failed over mid-statement), or one it refused while
+    starting up or shutting down. Text withheld (it names hosts); any other DBAPI error
+    defers to the next base, then the fallback."""
+    lost = getattr(exc, "connection_invalidated", False) is True
+    if not (lost or _sqlstate(exc).startswith(_DATABASE_GONE_SQLSTATES)):
+        return None
+    return Classification(
+        ErrorCode.UPSTREAM_UNAVAILABLE, "database_unavailable", True, exc, expose_text=False
+    )
+
+
 _UNAVAILABLE = ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, None, True)
 _NETWORK = ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, "network_error", True)
 _TIMEOUT = ErrorRule(ErrorCode.UPSTREAM_TIMEOUT, "timeout", True)
@@ -419,6 +449,7 @@ BUILTIN_RULES: Final[tuple[tuple[Key, Rule | YieldingRule, str], ...]] = (
         ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, "a2a_invalid_response", False),
         "a2a-sdk client: the called agent's answer is not JSON-RPC",
     ),
+    ("sqlalchemy.DBAPIError", _database_gone, "database gone, see below"),
     (MaxIterationError, _INTERNAL, ""),
     (MergeStrategyError, _INTERNAL, ""),
     (RoutingError, _INTERNAL, ""),
@@ -444,6 +475,13 @@ _DYNAMIC_ROWS: Final = (
     RuleRow("A2AClientJSONRPCError -32603", "UPSTREAM_UNAVAILABLE", "a2a_upstream_error", "true"),
     RuleRow("A2AClientJSONRPCError other", "UPSTREAM_UNAVAILABLE", "a2a_request_rejected", "false"),
     RuleRow("generic wrapper + cause", "(the cause's)", "", "", "raise ... from a mapped cause"),
+    RuleRow(
+        "DBAPIError database gone",
+        "UPSTREAM_UNAVAILABLE",
+        "database_unavailable",
+        "true",
+        "connection lost, SQLSTATE 08*, 57P01-03, 53300",
+    ),
     RuleRow("ExceptionGroup", "(first mapped leaf)", "", "", "else the first leaf"),
     RuleRow("anything else", "INTERNAL_ERROR", "<snake_case type>", "false", "text withheld"),
 )
