@@ -29,11 +29,13 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Self
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import END, START, StateGraph
-from langgraph.types import RetryPolicy, TimeoutPolicy, interrupt
-
+from llamon_agent._extras import requires_extra
 from llamon_agent.core.hitl import HITLInterrupt
+
+with requires_extra("langgraph", "llamon_agent.flow"):
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import RetryPolicy, TimeoutPolicy, interrupt
 
 __all__ = ["DEFAULT_NODE_KIND", "END", "HITL_MARKER", "START", "GraphBuilder", "node_kinds"]
 

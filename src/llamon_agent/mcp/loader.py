@@ -31,13 +31,7 @@ from types import TracebackType
 from typing import Any, Final, TypeAlias
 from urllib.parse import urlsplit
 
-from mcp.client._transport import Transport
-from mcp.client.client import Client
-from mcp.client.stdio import StdioServerParameters
-from mcp.server import MCPServer, Server
-from mcp.shared.exceptions import MCPError
-from mcp.types import CONNECTION_CLOSED, CallToolResult, Tool
-
+from llamon_agent._extras import requires_extra
 from llamon_agent.core.codes import ErrorCode
 from llamon_agent.mcp.errors import MCPLoadError
 from llamon_agent.mcp.normalizer import (
@@ -48,6 +42,14 @@ from llamon_agent.mcp.normalizer import (
     wrap_tool_output_normalizer,
 )
 from llamon_agent.mcp.transport import classify_mcp_failure, is_session_lost
+
+with requires_extra("mcp", "llamon_agent.mcp"):
+    from mcp.client._transport import Transport
+    from mcp.client.client import Client
+    from mcp.client.stdio import StdioServerParameters
+    from mcp.server import MCPServer, Server
+    from mcp.shared.exceptions import MCPError
+    from mcp.types import CONNECTION_CLOSED, CallToolResult, Tool
 
 __all__ = ["MCPSession", "MCPToolLoader", "ServerTarget"]
 
