@@ -33,7 +33,8 @@ _FLOW_NAMES = frozenset({"END", "START", "GraphBuilder"})
 
 
 def __getattr__(name: str) -> Any:
-    """``GraphBuilder``, ``START`` and ``END`` load LangGraph on first use, not on import."""
+    """``GraphBuilder``, ``START`` and ``END`` load LangGraph on first use, not on import
+    (without ``llamon-agent[langgraph]``: an ``ImportError`` naming the extra)."""
     if name in _FLOW_NAMES:
         from llamon_agent.flow import builder
 

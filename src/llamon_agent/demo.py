@@ -1,6 +1,6 @@
 """``llamon demo``: serve the example agent on the embedded default and show its answers.
 
-The demo starts ``examples/demo_agent.py`` on SQLite under ``LLAMON_HOME``, drives it
+The demo starts ``llamon_agent.examples.demo_agent`` on SQLite under ``LLAMON_HOME``, drives it
 with a2a-sdk's own client over HTTP, and prints, for each scenario, the task state, the
 ``errorCode`` / ``errorReason`` a client would branch on, and the artifacts kept. It exits
 non-zero if any answer is not the one llamon promises, so it doubles as a smoke test.
@@ -41,15 +41,8 @@ class DemoResult:
 
 
 def demo_agent_path() -> Path:
-    """The example agent: packaged with the wheel, else the repository's ``examples/``."""
-    package = Path(__file__).resolve().parent
-    for candidate in (
-        package / "_examples" / "demo_agent.py",
-        package.parents[1] / "examples" / "demo_agent.py",
-    ):
-        if candidate.is_file():
-            return candidate
-    raise FileNotFoundError("examples/demo_agent.py was not found next to llamon_agent")
+    """The example agent's file, ``llamon_agent/examples/demo_agent.py`` (in the package)."""
+    return Path(__file__).resolve().parent / "examples" / "demo_agent.py"
 
 
 def _message(text: str, task: Task | None = None) -> Message:

@@ -1,14 +1,23 @@
-"""The bookshop example answers as seed 001 describes (through mcp's own in-process Client)."""
+"""The bookshop example (``llamon_agent.examples.bookshop``) answers each failure the way its
+reader needs it, through mcp's own in-process Client; the script form still runs."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
+import examples.bookshop_mcp_server as script
 import pytest
-from examples.bookshop_mcp_server import build_server
 from mcp.client.client import Client
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, INVALID_REQUEST, TextContent
+
+from llamon_agent.examples import bookshop
+from llamon_agent.examples.bookshop import build_server
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def text_of(content: Sequence[object]) -> str:
@@ -53,3 +62,27 @@ async def test_orders_change_stock_and_business_limits_are_tool_errors() -> None
     )
     assert sold_out.is_error
     assert "Only 0 copies of 'Neuromancer' in stock" in text_of(sold_out.content)
+
+
+def test_the_script_in_examples_is_the_packaged_server() -> None:
+    assert script.build_server is bookshop.build_server
+    assert script.READY_LINE == bookshop.READY_LINE
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["-m", "llamon_agent.examples.bookshop"], [str(ROOT / "examples" / "bookshop_mcp_server.py")]],
+    ids=["module", "script"],
+)
+def test_the_server_runs_as_a_module_or_a_script(tmp_path: Path, command: list[str]) -> None:
+    done = subprocess.run(  # noqa: S603 -- our own interpreter and server
+        [sys.executable, *command, "--help"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "The bookshop MCP server" in done.stdout
+    assert "--read-only" in done.stdout

@@ -22,14 +22,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.pregel import Pregel
-from langgraph.types import Command
-
+from llamon_agent._extras import requires_extra
 from llamon_agent.a2a.agent import AgentContext, AgentOutput, Chunk, Final, FlowContext
 from llamon_agent.core.hitl import HITLInterrupt, InterruptKind
 from llamon_agent.flow.builder import HITL_MARKER, GraphBuilder
 from llamon_agent.flow.context import extract_flow_error_context
+
+with requires_extra("langgraph", "llamon_agent.a2a.graph"):
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.pregel import Pregel
+    from langgraph.types import Command
 
 __all__ = ["DEFAULT_RECURSION_LIMIT", "FlowContextHook", "GraphAgent", "is_compiled_graph"]
 

@@ -187,13 +187,16 @@ async def serve_agent(
                     len(ended),
                 )
         card = (card or default_card(agent, url, options.auth)).model_copy(update={"url": url})
-        from llamon_agent.flow.checkpointers import attach_checkpointer, open_checkpointer
+        served = agent
+        if "langgraph" in sys.modules:  # a flow exists only if LangGraph is loaded
+            from llamon_agent.flow.checkpointers import attach_checkpointer, open_checkpointer
 
-        saver = await exits.enter_async_context(
-            open_checkpointer(stores.kind, dsn=options.database_url)
-        )
+            saver = await exits.enter_async_context(
+                open_checkpointer(stores.kind, dsn=options.database_url)
+            )
+            served = attach_checkpointer(agent, saver)
         app = create_app(
-            attach_checkpointer(agent, saver),
+            served,
             card,
             task_store=stores.task_store,
             push_config_store=stores.push_config_store,

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Final, Literal, get_args
 from uuid import uuid4
 
-from a2a.server.models import Base, PushNotificationConfigModel, TaskModel
 from a2a.server.tasks import (
     DatabasePushNotificationConfigStore,
     DatabaseTaskStore,
@@ -40,11 +39,8 @@ from a2a.server.tasks import (
     TaskStore,
 )
 from a2a.types import Message, Role, Task, TaskState, TaskStatus
-from sqlalchemy import JSON, ColumnElement, or_, select, type_coerce
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, IntegrityError, ProgrammingError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from llamon_agent._extras import missing_extra
 from llamon_agent.a2a.memory_store import (
     BoundedMemoryPushConfigStore,
     BoundedMemoryTaskStore,
@@ -68,6 +64,17 @@ from llamon_agent.core.errors import (
     application_error_to_parts,
     make_application_error_data,
 )
+
+_NO_POSTGRES: ImportError | None = None
+"""Why the postgres store cannot open here (the core install has no ``[postgres]`` extra)."""
+try:  # SQLite and memory need none of it
+    from a2a.server.models import Base, PushNotificationConfigModel, TaskModel
+    from sqlalchemy import JSON, ColumnElement, or_, select, type_coerce
+    from sqlalchemy.engine import URL, make_url
+    from sqlalchemy.exc import ArgumentError, IntegrityError, ProgrammingError
+    from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+except ImportError as exc:
+    _NO_POSTGRES = exc
 
 __all__ = [
     "DATABASE_URL_ENV",
@@ -157,8 +164,11 @@ def normalize_postgres_dsn(dsn: str) -> str:
     """The asyncpg URL for a ``postgresql://`` or ``postgres://`` DSN.
 
     ``sslmode=`` (libpq's name) becomes ``ssl=`` (asyncpg's). Raises ``ValueError`` for
-    anything that is not a PostgreSQL URL, with the password masked in the message.
+    anything that is not a PostgreSQL URL, with the password masked in the message, and
+    ``ImportError`` naming ``llamon-agent[postgres]`` when that extra is not installed.
     """
+    if _NO_POSTGRES is not None:
+        raise missing_extra("postgres", "the postgres task store", _NO_POSTGRES)
     scheme, separator, rest = dsn.strip().partition("://")
     if not separator:
         raise ValueError(

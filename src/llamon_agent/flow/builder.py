@@ -31,12 +31,14 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from datetime import timedelta
 from typing import Annotated, Any, Self
 
-from langgraph.channels.binop import BinaryOperatorAggregate
-from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import END, START, StateGraph
-from langgraph.types import RetryPolicy, TimeoutPolicy, interrupt
-
+from llamon_agent._extras import requires_extra
 from llamon_agent.core.hitl import DEFAULT_RESUME_KEY, HITLInterrupt
+
+with requires_extra("langgraph", "llamon_agent.flow"):
+    from langgraph.channels.binop import BinaryOperatorAggregate
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import RetryPolicy, TimeoutPolicy, interrupt
 
 __all__ = [
     "DEFAULT_NODE_KIND",

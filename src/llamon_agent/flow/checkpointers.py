@@ -14,14 +14,15 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-from langgraph.pregel import Pregel
-
+from llamon_agent._extras import requires_extra
 from llamon_agent.a2a.stores import DATABASE_URL_ENV, StoreKind, llamon_home
 from llamon_agent.flow.builder import GraphBuilder
+
+with requires_extra("langgraph", "llamon_agent.flow"):
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    from langgraph.pregel import Pregel
 
 __all__ = ["CHECKPOINTS_FILENAME", "attach_checkpointer", "open_checkpointer"]
 
@@ -50,6 +51,8 @@ async def open_checkpointer(
         url = dsn or os.environ.get(DATABASE_URL_ENV)
         if not url:
             raise ValueError(f"postgres checkpoints need a DSN (or {DATABASE_URL_ENV})")
+        with requires_extra("postgres", "postgres flow checkpoints"):
+            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
         async with AsyncPostgresSaver.from_conn_string(_psycopg_dsn(url)) as saver:
             await saver.setup()
             yield saver

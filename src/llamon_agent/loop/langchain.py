@@ -33,11 +33,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from langchain_core.tools import StructuredTool, ToolException
-
+from llamon_agent._extras import requires_extra
 from llamon_agent.loop.model import RawToolCall
 from llamon_agent.loop.react import Tools, _as_view, run_tool_calls
 from llamon_agent.loop.tools import ToolLike, ToolView
+
+with requires_extra("langgraph", "llamon_agent.loop.langchain"):
+    from langchain_core.tools import StructuredTool, ToolException
 
 __all__ = ["to_langchain_tools"]
 

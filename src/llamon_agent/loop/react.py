@@ -37,11 +37,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, TypeAlias
 
-from langgraph.graph import END, START, StateGraph
-from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Checkpointer
 from typing_extensions import TypedDict  # pydantic's JSON schema (Python < 3.12)
 
+from llamon_agent._extras import requires_extra
 from llamon_agent.core.failures import FailureRecord
 from llamon_agent.loop.agent import outcome_error
 from llamon_agent.loop.model import (
@@ -58,6 +56,11 @@ from llamon_agent.loop.model import (
 from llamon_agent.loop.outcome import LoopOutcome, ToolCallResult
 from llamon_agent.loop.runner import _Escalation, _Run
 from llamon_agent.loop.tools import ToolLike, ToolRegistry, ToolView
+
+with requires_extra("langgraph", "llamon_agent.loop.react"):
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.graph.state import CompiledStateGraph
+    from langgraph.types import Checkpointer
 
 __all__ = [
     "ReactInput",

@@ -34,15 +34,7 @@ from types import TracebackType
 from typing import Any, Final, TypeAlias
 from urllib.parse import urlsplit
 
-from mcp.client._transport import Transport, TransportStreams
-from mcp.client.client import Client
-from mcp.client.stdio import StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
-from mcp.server import MCPServer, Server
-from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp.shared.exceptions import MCPError
-from mcp.types import CONNECTION_CLOSED, CallToolResult, Tool
-
+from llamon_agent._extras import requires_extra
 from llamon_agent.core.codes import ErrorCode
 from llamon_agent.mcp.config import MCPConfigError, MCPServerConfig, load_mcp_config
 from llamon_agent.mcp.errors import MCPLoadError
@@ -54,6 +46,16 @@ from llamon_agent.mcp.normalizer import (
     wrap_tool_output_normalizer,
 )
 from llamon_agent.mcp.transport import classify_mcp_failure, is_session_lost
+
+with requires_extra("mcp", "llamon_agent.mcp"):
+    from mcp.client._transport import Transport, TransportStreams
+    from mcp.client.client import Client
+    from mcp.client.stdio import StdioServerParameters
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.server import MCPServer, Server
+    from mcp.shared._httpx_utils import create_mcp_http_client
+    from mcp.shared.exceptions import MCPError
+    from mcp.types import CONNECTION_CLOSED, CallToolResult, Tool
 
 __all__ = ["MCPSession", "MCPToolLoader", "ServerTarget"]
 

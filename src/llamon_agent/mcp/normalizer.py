@@ -42,18 +42,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-from mcp.shared.exceptions import MCPError
-from mcp.types import (
-    AudioContent,
-    CallToolResult,
-    ContentBlock,
-    EmbeddedResource,
-    ImageContent,
-    ResourceLink,
-    TextContent,
-    TextResourceContents,
-)
-
+from llamon_agent._extras import requires_extra
 from llamon_agent.core.classify import Classification
 from llamon_agent.core.codes import ErrorCode
 from llamon_agent.core.scrub import scrub_text
@@ -61,6 +50,19 @@ from llamon_agent.loop.result import ToolResult
 from llamon_agent.mcp.arguments import check_arguments
 from llamon_agent.mcp.errors import MCPProtocolError, MCPToolTimeoutError, MCPToolUnavailableError
 from llamon_agent.mcp.transport import classify_mcp_failure, is_transport_failure
+
+with requires_extra("mcp", "llamon_agent.mcp"):
+    from mcp.shared.exceptions import MCPError
+    from mcp.types import (
+        AudioContent,
+        CallToolResult,
+        ContentBlock,
+        EmbeddedResource,
+        ImageContent,
+        ResourceLink,
+        TextContent,
+        TextResourceContents,
+    )
 
 if TYPE_CHECKING:
     from llamon_agent.loop.model import ToolSpec

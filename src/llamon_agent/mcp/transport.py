@@ -9,10 +9,12 @@ draws the line.
 
 from __future__ import annotations
 
-from mcp.shared.exceptions import MCPError
-
+from llamon_agent._extras import requires_extra
 from llamon_agent.core.classify import Classification, classify_exception
 from llamon_agent.core.codes import ErrorCode
+
+with requires_extra("mcp", "llamon_agent.mcp"):
+    from mcp.shared.exceptions import MCPError
 
 __all__ = ["classify_mcp_failure", "is_session_lost", "is_transport_failure"]
 

@@ -30,24 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from anthropic import (
-    APIConnectionError,
-    APIStatusError,
-    APITimeoutError,
-    AsyncAnthropic,
-    omit,
-)
-from anthropic.types import (
-    ContentBlockParam,
-    Message,
-    MessageParam,
-    TextBlock,
-    TextBlockParam,
-    ToolParam,
-    ToolUseBlock,
-    ToolUseBlockParam,
-)
-
+from llamon_agent._extras import requires_extra
 from llamon_agent.exceptions import ComponentInvokeError
 from llamon_agent.loop.model import (
     AssistantMessage,
@@ -68,6 +51,25 @@ from llamon_agent.loop.providers._retry import (
     SleepFn,
     call_with_retries,
 )
+
+with requires_extra("anthropic", "llamon_agent.loop.providers.anthropic"):
+    from anthropic import (
+        APIConnectionError,
+        APIStatusError,
+        APITimeoutError,
+        AsyncAnthropic,
+        omit,
+    )
+    from anthropic.types import (
+        ContentBlockParam,
+        Message,
+        MessageParam,
+        TextBlock,
+        TextBlockParam,
+        ToolParam,
+        ToolUseBlock,
+        ToolUseBlockParam,
+    )
 
 __all__ = [
     "ANTHROPIC_API_KEY_ENV",

@@ -21,21 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from openai import (
-    APIConnectionError,
-    APIStatusError,
-    APITimeoutError,
-    AsyncOpenAI,
-    omit,
-)
-from openai.types.chat import (
-    ChatCompletion,
-    ChatCompletionAssistantMessageParam,
-    ChatCompletionFunctionToolParam,
-    ChatCompletionMessageFunctionToolCallParam,
-    ChatCompletionMessageParam,
-)
-
+from llamon_agent._extras import requires_extra
 from llamon_agent.exceptions import ComponentInvokeError
 from llamon_agent.loop.model import (
     AssistantMessage,
@@ -55,6 +41,22 @@ from llamon_agent.loop.providers._retry import (
     SDKErrorTypes,
     call_with_retries,
 )
+
+with requires_extra("openai", "llamon_agent.loop.providers.openai"):
+    from openai import (
+        APIConnectionError,
+        APIStatusError,
+        APITimeoutError,
+        AsyncOpenAI,
+        omit,
+    )
+    from openai.types.chat import (
+        ChatCompletion,
+        ChatCompletionAssistantMessageParam,
+        ChatCompletionFunctionToolParam,
+        ChatCompletionMessageFunctionToolCallParam,
+        ChatCompletionMessageParam,
+    )
 
 __all__ = ["OPENAI_API_KEY_ENV", "OpenAIChatModel", "to_openai_messages", "to_openai_tools"]
 
