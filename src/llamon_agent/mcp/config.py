@@ -35,12 +35,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from mcp.client.stdio import StdioServerParameters
-
+from llamon_agent._extras import requires_extra
 from llamon_agent.core.classify import Classification, register_exception
 from llamon_agent.core.codes import ErrorCode
 from llamon_agent.core.settings import MCP_CONFIG_ENV, home_directory, mcp_config_setting
 from llamon_agent.exceptions import ConfigValidationError
+
+with requires_extra("mcp", "llamon_agent.mcp"):
+    from mcp.client.stdio import StdioServerParameters
 
 __all__ = [
     "MCP_CONFIG_FILENAME",
