@@ -235,12 +235,12 @@ async def test_two_servers_offering_one_tool_name_is_a_clear_error(
         ("{}", 'the top level has no "mcpServers" object'),
         ('{"mcpServers": []}', "mcpServers must be an object, not array"),
         ('{"mcpServers": {}}', "mcpServers lists no enabled server"),
-        ('{"mcpServers": {"a": 1}}', "mcpServers.a must be an object, not number"),
+        ('{"mcpServers": {"a": 1}}', "mcpServers.a must be an object, not integer"),
         ('{"mcpServers": {"a": {}}}', 'mcpServers.a needs exactly one of "command"'),
         ('{"mcpServers": {"a": {"command": ""}}}', "mcpServers.a.command must not be empty"),
         (
             '{"mcpServers": {"a": {"command": "x", "args": ["ok", 3]}}}',
-            "mcpServers.a.args[1] must be a string, not number",
+            "mcpServers.a.args[1] must be a string, not integer",
         ),
         (
             '{"mcpServers": {"my server": {"command": "x", "env": {"K": true}}}}',
@@ -248,7 +248,7 @@ async def test_two_servers_offering_one_tool_name_is_a_clear_error(
         ),
         (
             '{"mcpServers": {"a": {"url": "http://h/mcp", "headers": {"Authorization": 5}}}}',
-            "mcpServers.a.headers.Authorization must be a string, not number",
+            "mcpServers.a.headers.Authorization must be a string, not integer",
         ),
         (
             '{"mcpServers": {"a": {"type": "sse", "url": "http://h/sse"}}}',

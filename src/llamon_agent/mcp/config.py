@@ -40,6 +40,7 @@ from llamon_agent.core.classify import Classification, register_exception
 from llamon_agent.core.codes import ErrorCode
 from llamon_agent.core.settings import MCP_CONFIG_ENV, home_directory, mcp_config_setting
 from llamon_agent.exceptions import ConfigValidationError
+from llamon_agent.mcp.arguments import json_type_name
 
 with requires_extra("mcp", "llamon_agent.mcp"):
     from mcp.client.stdio import StdioServerParameters
@@ -192,20 +193,6 @@ def read_mcp_config(path: str | os.PathLike[str]) -> MCPConfig:
     return MCPConfig(file, _Reader(file).servers(document))
 
 
-def _type_name(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object" if isinstance(value, dict) else type(value).__name__
-
-
 def _key(parent: str, name: str) -> str:
     return f"{parent}.{name}" if re.fullmatch(r"[A-Za-z0-9_-]+", name) else f"{parent}[{name!r}]"
 
@@ -221,14 +208,13 @@ class _Reader:
 
     def servers(self, document: object) -> tuple[MCPServerConfig, ...]:
         if not isinstance(document, dict):
-            raise self.error(
-                "the top level", f'must be an object with "mcpServers", not {_type_name(document)}'
-            )
+            found = json_type_name(document)
+            raise self.error("the top level", f'must be an object with "mcpServers", not {found}')
         if "mcpServers" not in document:
             raise self.error("the top level", 'has no "mcpServers" object')
         entries = document["mcpServers"]
         if not isinstance(entries, dict):
-            raise self.error("mcpServers", f"must be an object, not {_type_name(entries)}")
+            raise self.error("mcpServers", f"must be an object, not {json_type_name(entries)}")
         servers = [
             self.server(name, entry, _key("mcpServers", name)) for name, entry in entries.items()
         ]
@@ -239,17 +225,17 @@ class _Reader:
 
     def server(self, name: str, entry: object, where: str) -> MCPServerConfig | None:
         if not isinstance(entry, dict):
-            raise self.error(where, f"must be an object, not {_type_name(entry)}")
+            raise self.error(where, f"must be an object, not {json_type_name(entry)}")
         disabled = entry.get("disabled", False)
         if not isinstance(disabled, bool):
             raise self.error(
-                f"{where}.disabled", f"must be true or false, not {_type_name(disabled)}"
+                f"{where}.disabled", f"must be true or false, not {json_type_name(disabled)}"
             )
         if disabled:
             return None
         kind = entry.get("type")
         if kind is not None and not isinstance(kind, str):
-            raise self.error(f"{where}.type", f"must be a string, not {_type_name(kind)}")
+            raise self.error(f"{where}.type", f"must be a string, not {json_type_name(kind)}")
         has_command, has_url = "command" in entry, "url" in entry
         if has_command == has_url:
             raise self.error(where, 'needs exactly one of "command" (stdio) or "url" (HTTP)')
@@ -284,7 +270,7 @@ class _Reader:
 
     def string(self, value: object, where: str, *, non_empty: bool = False) -> str:
         if not isinstance(value, str):
-            raise self.error(where, f"must be a string, not {_type_name(value)}")
+            raise self.error(where, f"must be a string, not {json_type_name(value)}")
         expanded = self.expand(value, where)
         if non_empty and not expanded.strip():
             raise self.error(where, "must not be empty")
@@ -292,12 +278,12 @@ class _Reader:
 
     def strings(self, value: object, where: str) -> list[str]:
         if not isinstance(value, list):
-            raise self.error(where, f"must be an array of strings, not {_type_name(value)}")
+            raise self.error(where, f"must be an array of strings, not {json_type_name(value)}")
         return [self.string(item, f"{where}[{index}]") for index, item in enumerate(value)]
 
     def table(self, value: object, where: str) -> dict[str, str]:
         if not isinstance(value, dict):
-            raise self.error(where, f"must be an object of strings, not {_type_name(value)}")
+            raise self.error(where, f"must be an object of strings, not {json_type_name(value)}")
         return {key: self.string(item, _key(where, key)) for key, item in value.items()}
 
     def expand(self, value: str, where: str) -> str:
