@@ -19,7 +19,13 @@ from llamon_agent.a2a.agent import (
     as_agent,
 )
 from llamon_agent.a2a.auth import AuthConfig
-from llamon_agent.a2a.card import AuthSpec, build_agent_card, lint_agent_card, skill
+from llamon_agent.a2a.card import (
+    AuthSpec,
+    build_agent_card,
+    build_extended_card,
+    lint_agent_card,
+    skill,
+)
 from llamon_agent.a2a.executor import CustomAgentExecutor
 from llamon_agent.a2a.protocol import RequestLimits, protocol_error
 from llamon_agent.a2a.serve import ServeOptions, serve_agent
@@ -43,6 +49,7 @@ __all__ = [
     "StreamingAgent",
     "as_agent",
     "build_agent_card",
+    "build_extended_card",
     "create_app",
     "lint_agent_card",
     "open_stores",
