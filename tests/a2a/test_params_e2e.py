@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -239,3 +240,28 @@ async def test_not_cancelable_names_the_state_as_on_the_wire(url: str) -> None:
     assert error.data is not None
     assert error.data["errorMessage"] == error.message
     assert again.status.state is TaskState.completed
+
+
+# --------------------------------------------------------------------------- the server's log
+
+
+async def test_a_clients_bad_request_logs_no_traceback_and_none_of_its_values(
+    url: str, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A client's mistake is answered, not logged as a server fault: no traceback (a2a-sdk
+    would log one holding the request's values, or print one for a body that is not JSON)."""
+    bad_role = text_message(role=f"robot-{SECRET}")
+    with caplog.at_level(logging.INFO):  # DEBUG is where a2a-sdk logs whole request bodies
+        async with httpx.AsyncClient(timeout=DEADLINE) as http:
+            reply = await post(http, url, request("message/send", {"message": bad_role}))
+            assert_error(reply, -32602, "invalid_params")
+            reply = await post(http, url, f'{{"jsonrpc": "2.0", "id": "{SECRET}", ')
+            assert_error(reply, -32700, "json_parse")
+            assert reply["id"] is None
+            reply = await post(http, url, b"\xff\xfe not utf-8 " + SECRET.encode())
+            assert_error(reply, -32700, "json_parse")
+            await assert_still_answering(http, url)
+    printed = capsys.readouterr()
+    assert "Traceback" not in printed.err + printed.out
+    assert not [record for record in caplog.records if record.exc_info or record.exc_text]
+    assert SECRET not in caplog.text

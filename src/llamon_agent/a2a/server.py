@@ -15,7 +15,7 @@ import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Final
 
 import httpx
 from a2a.extensions.common import HTTP_EXTENSION_HEADER
@@ -40,6 +40,7 @@ from a2a.types import (
     InternalError,
     InvalidParamsError,
     InvalidRequestError,
+    JSONParseError,
     JSONRPCError,
     JSONRPCErrorResponse,
     ListTaskPushNotificationConfigRequest,
@@ -85,6 +86,27 @@ def _reply(body: dict[str, Any]) -> dict[str, Any]:
     if "error" not in body:
         body.setdefault("result", None)
     return body
+
+
+class _ClientMistakeFilter(logging.Filter):
+    """Drops a2a-sdk's ERROR traceback for a request its models refuse.
+
+    That traceback holds the request's values (pydantic's ``input_value``), and the
+    mistake is the client's: the reply names the field path, and a2a-sdk's WARNING line
+    ("Request Error ...") still records the refusal without the values.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != "Failed to validate base JSON-RPC request"
+
+
+_A2A_APP_LOGGER: Final = logging.getLogger("a2a.server.apps.jsonrpc.jsonrpc_app")
+
+
+def _quiet_client_mistakes() -> None:
+    """Install ``_ClientMistakeFilter`` on a2a-sdk's JSON-RPC app logger (once)."""
+    if not any(isinstance(f, _ClientMistakeFilter) for f in _A2A_APP_LOGGER.filters):
+        _A2A_APP_LOGGER.addFilter(_ClientMistakeFilter())
 
 
 def _dump(response: BaseModel) -> dict[str, Any]:
@@ -186,6 +208,10 @@ class LlamonA2AApplication(A2AStarletteApplication):
         if refusal is not None:
             request_id, error = refusal
             return self._error_reply(request_id, error)
+        try:
+            await request.json()  # parsed once here: a2a-sdk reads Starlette's cached value
+        except ValueError as exc:  # not JSON: answered without a2a-sdk's printed traceback
+            return self._error_reply(None, ServerError(error=JSONParseError(message=str(exc))))
         return await super()._handle_requests(request)
 
     def _error_reply(self, request_id: str | int | None, error: ServerError) -> JSONResponse:
@@ -339,6 +365,7 @@ def create_app(
     or 503 when the task store does not answer) need no credentials (``a2a.health``).
     """
     install_log_scrubbing()
+    _quiet_client_mistakes()
     defaults = memory_stores()  # used for whichever store is not given
     tasks = defaults.task_store if task_store is None else task_store
     limits = limits or RequestLimits(input_modes=tuple(card.default_input_modes) or None)
