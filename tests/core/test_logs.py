@@ -65,14 +65,33 @@ async def test_a_bad_request_with_a_secret_logs_no_secret(caplog: pytest.LogCapt
     assert SECRET not in caplog.text
 
 
-def test_a_scrubbed_record_keeps_its_arguments_shape(caplog: pytest.LogCaptureFixture) -> None:
+class _Keep(logging.Handler):
+    """Keeps the records it is given."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_a_scrubbed_record_keeps_its_arguments_shape() -> None:
     """Other libraries' formatters read ``record.args`` (uvicorn's unpacks five of them)."""
     install_log_scrubbing()
-    with caplog.at_level(logging.INFO, logger="uvicorn.access"):
-        logging.getLogger("uvicorn.access").info(
+    access = logging.getLogger("uvicorn.access")  # uvicorn's config may stop propagation
+    handler = _Keep()
+    access.addHandler(handler)
+    level = access.level
+    access.setLevel(logging.INFO)
+    try:
+        access.info(
             '%s - "%s %s HTTP/%s" %d', "127.0.0.1:5", "GET", f"/x?api_key={SECRET}", "1.1", 200
         )
-    (record,) = caplog.records
+    finally:
+        access.removeHandler(handler)
+        access.setLevel(level)
+    (record,) = handler.records
     assert isinstance(record.args, tuple)
     assert len(record.args) == 5
     assert record.args[4] == 200
