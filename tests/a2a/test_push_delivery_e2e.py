@@ -198,7 +198,11 @@ async def test_send_and_stream_answer_at_once_while_the_webhook_hangs(
     assert all(h.get("x-a2a-notification-token") == TOKEN for h in hook.headers)
 
 
-async def test_a_5xx_answer_is_retried_until_the_webhook_takes_it() -> None:
+async def test_a_5xx_answer_is_retried_until_the_webhook_takes_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="httpx")
+    caplog.set_level(logging.DEBUG, logger="httpcore")
     hook = Receiver([503, 500])
     async with running_server(hook.app) as base:
         app = create_app(Chunks(), make_card(push=True), push_policy=LOOPBACK)
@@ -215,6 +219,10 @@ async def test_a_5xx_answer_is_retried_until_the_webhook_takes_it() -> None:
             assert hook.posts[0] == hook.posts[1] == hook.posts[2]
             after = await post(http, url, request("message/send", {"message": text_message()}))
             assert after["result"]["status"]["state"] == "completed"
+    # httpx logs the test's own requests, never the webhook POSTs (they name its URL)
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith(("httpx", "httpcore"))]
+    assert any(url in line for line in lines)
+    assert not [line for line in lines if base in line or base.rsplit(":", 1)[1] in line]
 
 
 def _task(task_id: str, number: int) -> Task:

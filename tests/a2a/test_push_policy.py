@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import re
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -357,3 +359,16 @@ def test_llamon_serve_refuses_a_push_allow_entry_that_is_not_a_network() -> None
     result = CliRunner().invoke(app, ["serve", "agent:agent", "--push-allow", "10.1/x"])
     assert result.exit_code == 2
     assert "--push-allow: push allow-list entry '10.1/x' is not a network" in result.output
+
+
+def test_the_documented_allow_list_example_runs() -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "auth-and-push.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", doc, flags=re.DOTALL)
+    block = next(b for b in blocks if "PushPolicy(allow=" in b)
+    namespace: dict[str, Any] = {"agent": echo, "card": make_card(push=True)}
+    namespace["create_app"] = create_app
+    exec(compile(block, "auth-and-push.md", "exec"), namespace)  # noqa: S102 -- our own docs
+    sender = namespace["app"].state.llamon_push_sender
+    assert isinstance(sender, BackgroundPushSender)
+    assert sender.policy.allow == ("10.1.0.0/16", "127.0.0.1/32")
+    sender.policy.check_url("http://10.1.2.3/h")

@@ -12,7 +12,8 @@ has at that moment:
   connection error is retried with exponential backoff (``retries`` more attempts);
   any other non-2xx answer and a redirect (never followed) end the delivery;
 * a task keeps at most ``max_pending`` queued notifications (``max_pending_total`` over
-  all tasks): when full, the oldest queued one is dropped, so the latest state still goes.
+  all tasks): when full, the oldest queued one is dropped, so the latest state still goes;
+* httpx's and httpcore's own lines about these POSTs (which name the URL) are not logged.
 
 A delivery given up on (queue full, refused by the policy, retries exhausted, answered
 non-2xx, or still queued at shutdown) counts in ``stats.dropped`` (by reason in
@@ -25,6 +26,7 @@ task and the reason, never the URL, its host, credentials or the token.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -45,6 +47,29 @@ logger = logging.getLogger("llamon_agent.a2a.push")
 
 TOKEN_HEADER: Final = "X-A2A-Notification-Token"  # noqa: S105 - a header name
 _RETRY_STATUSES: Final = frozenset({408, 425, 429})
+_DELIVERING: Final = contextvars.ContextVar("llamon_push_delivering", default=False)
+_LIBRARY_LOGGERS: Final = (
+    "httpx",
+    "httpcore.connection",
+    "httpcore.http11",
+    "httpcore.http2",
+    "httpcore.proxy",
+)
+
+
+class _DeliveryLinesFilter(logging.Filter):
+    """Drops httpx's and httpcore's lines about a webhook POST: they name its URL/host."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not _DELIVERING.get()
+
+
+def _quiet_library_lines() -> None:
+    """Install ``_DeliveryLinesFilter`` on the HTTP libraries' loggers (once)."""
+    for name in _LIBRARY_LOGGERS:
+        library = logging.getLogger(name)
+        if not any(isinstance(f, _DeliveryLinesFilter) for f in library.filters):
+            library.addFilter(_DeliveryLinesFilter())
 
 
 @dataclass
@@ -109,6 +134,7 @@ class BackgroundPushSender(PushNotificationSender):
         self._pending = 0
         self._closed = False
         self.stats = PushStats()
+        _quiet_library_lines()
 
     @property
     def policy(self) -> PushPolicy:
@@ -150,6 +176,7 @@ class BackgroundPushSender(PushNotificationSender):
     async def _work(self, task_id: str) -> None:
         """POST ``task_id``'s queued notifications in order until its queue is empty."""
         queue = self._queues[task_id]
+        _DELIVERING.set(True)  # this worker's own context: its HTTP lines are not logged
         try:
             while queue:
                 payload = queue.popleft()
