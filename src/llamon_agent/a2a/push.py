@@ -156,12 +156,14 @@ class BackgroundPushSender(PushNotificationSender):
                 self._drop(str(dropped.get("id", "")), "queue full")
             else:  # pragma: no cover - every queued item sits in some queue
                 self._drop(task.id, "queue full")
+                if task.id not in self._workers:
+                    self._queues.pop(task.id, None)
                 return
         queue.append(payload)
         self._pending += 1
         self.stats.queued += 1
         if task.id not in self._workers:
-            worker = asyncio.create_task(self._work(task.id), name=f"push:{task.id}")
+            worker = asyncio.create_task(self._work(task.id, queue), name=f"push:{task.id}")
             self._workers[task.id] = worker
 
     def _fullest_queue(self) -> deque[dict[str, Any]] | None:
@@ -173,9 +175,8 @@ class BackgroundPushSender(PushNotificationSender):
         self.stats.dropped_by_reason[reason] += 1
         logger.warning("push notification for task %s dropped: %s", task_id, reason)
 
-    async def _work(self, task_id: str) -> None:
+    async def _work(self, task_id: str, queue: deque[dict[str, Any]]) -> None:
         """POST ``task_id``'s queued notifications in order until its queue is empty."""
-        queue = self._queues[task_id]
         _DELIVERING.set(True)  # this worker's own context: its HTTP lines are not logged
         try:
             while queue:
@@ -188,7 +189,7 @@ class BackgroundPushSender(PushNotificationSender):
                     raise
         finally:
             self._workers.pop(task_id, None)
-            if not queue:
+            if not queue and self._queues.get(task_id) is queue:
                 self._queues.pop(task_id, None)
 
     async def _deliver_all(self, task_id: str, payload: dict[str, Any]) -> None:
@@ -202,6 +203,8 @@ class BackgroundPushSender(PushNotificationSender):
                 await self._deliver(payload, config)
             except _GiveUp as exc:
                 self._drop(task_id, exc.reason)
+            except Exception:  # its text may hold the URL: only the kind is logged
+                self._drop(task_id, "the delivery failed unexpectedly")
             else:
                 self.stats.delivered += 1
 

@@ -224,7 +224,7 @@ class PushPolicy:
             return PushTarget(parsed, str(literal))
         try:
             found = list(await self.resolver(parsed.host, port))
-        except (OSError, TimeoutError):
+        except (OSError, TimeoutError, UnicodeError, ValueError):
             raise PushUrlRefused("its host name does not resolve") from None
         addresses = _parse_all(found)
         if not addresses:
