@@ -372,3 +372,37 @@ def test_the_documented_allow_list_example_runs() -> None:
     assert isinstance(sender, BackgroundPushSender)
     assert sender.policy.allow == ("10.1.0.0/16", "127.0.0.1/32")
     sender.policy.check_url("http://10.1.2.3/h")
+
+
+async def test_serve_agent_takes_the_push_policy_from_its_options() -> None:
+    from llamon_agent.a2a.serve import ServeOptions, serve_agent
+
+    hook = Hook()
+    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    shutdown = asyncio.Event()
+    options = ServeOptions(
+        port=0, store="memory", gc_freeze=False, push_policy=PushPolicy(allow=["127.0.0.1/32"])
+    )
+    async with running_server(hook.app) as base:
+        server = asyncio.create_task(
+            serve_agent(
+                echo, make_card(push=True), options, on_ready=ready.set_result, shutdown=shutdown
+            )
+        )
+        try:
+            url = (await asyncio.wait_for(ready, WAIT_SECONDS)).rstrip("/")
+            params = {
+                "message": text_message(),
+                "configuration": {"pushNotificationConfig": {"url": base + "/h"}},
+            }
+            async with httpx.AsyncClient(timeout=WAIT_SECONDS) as http:
+                sent = await post(http, url, request("message/send", params))
+            async with hook.changed:
+                await asyncio.wait_for(
+                    hook.changed.wait_for(lambda: bool(hook.hosts)), WAIT_SECONDS
+                )
+        finally:
+            shutdown.set()
+            await asyncio.wait_for(server, WAIT_SECONDS)
+    assert sent["result"]["status"]["state"] == "completed"
+    assert hook.hosts[0] == base.removeprefix("http://")
