@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from a2a.types import AgentCard
 
     from llamon_agent.a2a.auth import AuthConfig
+    from llamon_agent.a2a.push_policy import PushPolicy
 
 __all__ = ["app", "main"]
 
@@ -149,6 +150,15 @@ def serve_command(
     access_log: Annotated[
         bool, typer.Option("--access-log", help="Also log a line per HTTP request (INFO).")
     ] = False,
+    push_allow: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--push-allow",
+            metavar="CIDR",
+            help="Let push webhooks reach this internal network (repeatable; e.g. "
+            "10.1.0.0/16). Default: LLAMON_PUSH_ALLOW, else public addresses only.",
+        ),
+    ] = None,
 ) -> None:
     """Serve an agent over A2A (JSON-RPC) until stopped."""
     import asyncio
@@ -168,6 +178,7 @@ def serve_command(
             log_level=_choice(log_level.lower(), "--log-level", LOG_LEVELS),
             log_format=_choice(log_format.lower(), "--log-format", LOG_FORMATS),  # type: ignore[arg-type]
             access_log=access_log,
+            push_policy=_push_policy(push_allow),
         )
         agent = _load_agent(target)
         agent_card = _load_card(card)
@@ -193,6 +204,18 @@ def serve_command(
         if problem is None:
             raise
         _fail(problem, 1)
+
+
+def _push_policy(allow: list[str] | None) -> PushPolicy | None:
+    """The policy ``--push-allow`` asks for; None (the default policy) when not given."""
+    if not allow:
+        return None
+    from llamon_agent.a2a.push_policy import PushPolicy
+
+    try:
+        return PushPolicy(allow=allow)
+    except ValueError as exc:
+        raise UserError(f"--push-allow: {exc}.") from exc
 
 
 def _fail(message: str, code: int) -> NoReturn:

@@ -1,6 +1,8 @@
 """Push notifications over real HTTP: the agent POSTs each task update to a receiver.
 
-Both the agent and the receiver run on 127.0.0.1 in the test's event loop. The client
+Both the agent and the receiver run on 127.0.0.1 in the test's event loop; the agent's
+push policy lets loopback in (``PushPolicy(allow=["127.0.0.1/32"])``), which the default
+policy refuses. The client
 registers the receiver's URL with the message (``MessageSendConfiguration``); the
 receiver records every POST and sets an ``asyncio.Event`` per task on a terminal state.
 """
@@ -35,6 +37,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from llamon_agent.a2a.agent import AgentContext
+from llamon_agent.a2a.push_policy import PushPolicy
 from llamon_agent.a2a.server import create_app
 from llamon_agent.a2a.stores import Stores, open_stores
 from llamon_agent.core.error_data import ApplicationErrorData
@@ -45,6 +48,7 @@ from .server_utils import a2a_client, make_card, running_server, texts, user_mes
 TOKEN = "t"
 TERMINAL = frozenset({"completed", "failed", "canceled", "rejected"})
 WAIT_SECONDS = 10.0
+LOOPBACK = PushPolicy(allow=["127.0.0.1/32"])
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,7 @@ async def agent_url(stores: Stores) -> AsyncIterator[str]:
         make_card(push=True),
         task_store=stores.task_store,
         push_config_store=stores.push_config_store,
+        push_policy=LOOPBACK,
     )
     async with running_server(app) as url:
         yield url
@@ -205,7 +210,7 @@ async def test_without_the_capability_push_config_is_unsupported(
     receiver: tuple[Receiver, str],
 ) -> None:
     hook, hook_url = receiver
-    app = create_app(scripted, make_card(push=False))
+    app = create_app(scripted, make_card(push=False), push_policy=LOOPBACK)
     async with running_server(app) as url:
         task = await send_with_push(url, "hi", hook_url, streaming=False)
         async with a2a_client(url) as client:
@@ -247,10 +252,14 @@ async def test_a_passed_store_does_not_turn_push_on_without_the_capability(
 ) -> None:
     hook, hook_url = receiver
     app = create_app(
-        scripted, make_card(push=False), push_config_store=InMemoryPushNotificationConfigStore()
+        scripted,
+        make_card(push=False),
+        push_config_store=InMemoryPushNotificationConfigStore(),
+        push_policy=LOOPBACK,
     )
     async with running_server(app) as url:
         task = await send_with_push(url, "hi", hook_url, streaming=False)
     assert task.status.state == TaskState.completed
-    # A blocking message/send POSTs inline, before it answers: nothing can still be on its way.
+    # Without the capability there is no sender: nothing was queued, nothing is on its way.
+    assert app.state.llamon_push_sender is None
     assert hook.posts == []

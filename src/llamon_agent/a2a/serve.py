@@ -28,6 +28,7 @@ from a2a.types import AgentCard
 from llamon_agent.a2a.auth import AuthConfig
 from llamon_agent.a2a.card import AuthSpec, build_agent_card, skill
 from llamon_agent.a2a.protocol import RequestLimits
+from llamon_agent.a2a.push_policy import PushPolicy
 from llamon_agent.a2a.serve_logging import LogFormat, serve_log_config
 from llamon_agent.a2a.server import create_app
 from llamon_agent.a2a.stores import (
@@ -64,6 +65,9 @@ class ServeOptions:
     """Passed to ``create_app``: freeze the startup heap out of full garbage collections."""
     memory_limits: MemoryLimits | None = None
     """Limits of the ``memory`` store (``open_stores(memory_limits=)``); only with it."""
+    push_policy: PushPolicy | None = None
+    """Which webhook URLs push notifications may reach (``create_app(push_policy=)``);
+    ``None``: http(s) to public addresses, plus the networks in ``LLAMON_PUSH_ALLOW``."""
 
 
 def load_target(target: str) -> Any:
@@ -203,6 +207,7 @@ async def serve_agent(
             auth=options.auth,
             limits=options.limits,
             gc_freeze=options.gc_freeze,
+            push_policy=options.push_policy,
         )
         logging_setup: dict[str, Any] = {}
         if options.log_format is not None:

@@ -17,16 +17,11 @@ from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callab
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
-import httpx
 from a2a.extensions.common import HTTP_EXTENSION_HEADER
 from a2a.server.apps import A2AStarletteApplication
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import JSONRPCHandler, RequestHandler
-from a2a.server.tasks import (
-    BasePushNotificationSender,
-    PushNotificationConfigStore,
-    TaskStore,
-)
+from a2a.server.tasks import PushNotificationConfigStore, TaskStore
 from a2a.types import (
     A2AError,
     A2ARequest,
@@ -70,8 +65,11 @@ from llamon_agent.a2a.protocol import (
     streaming_not_supported,
     with_protocol_data,
 )
+from llamon_agent.a2a.push import BackgroundPushSender, PolicyCheckedConfigStore
+from llamon_agent.a2a.push_policy import PushPolicy
 from llamon_agent.a2a.stores import memory_stores
 from llamon_agent.core.logs import install_log_scrubbing
+from llamon_agent.core.settings import push_allow_setting
 
 __all__ = ["LlamonA2AApplication", "create_app", "freeze_startup_heap"]
 
@@ -344,6 +342,7 @@ def create_app(
     executor: CustomAgentExecutor | None = None,
     on_shutdown: Callable[[], Any] | None = None,
     gc_freeze: bool = True,
+    push_policy: PushPolicy | None = None,
 ) -> Starlette:
     """The A2A Starlette app for ``agent`` (anything ``as_agent`` accepts) and its card.
 
@@ -363,6 +362,11 @@ def create_app(
     requests create, not the startup heap (p99 at 16 concurrent sends on SQLite:
     ~95-130 ms -> ~35-45 ms, bench/README.md). ``GET /healthz`` and ``GET /readyz`` (200,
     or 503 when the task store does not answer) need no credentials (``a2a.health``).
+    ``push_policy``: which webhook URLs are accepted (``PushPolicy``; by default http(s)
+    to public addresses only, plus the networks in ``LLAMON_PUSH_ALLOW``); a refused URL
+    is answered -32602 ``push_url_refused`` when set, and checked again after DNS at each
+    delivery. Notifications are POSTed in the background (``BackgroundPushSender``,
+    ``app.state.llamon_push_sender``), never on the caller's request.
     """
     install_log_scrubbing()
     _quiet_client_mistakes()
@@ -376,14 +380,13 @@ def create_app(
         push_store = defaults.push_config_store if push_config_store is None else push_config_store
     _check_auth_matches_card(card, auth)
     _check_card_is_servable(card, auth, extended_card)
-    push_client = httpx.AsyncClient(timeout=10.0) if push_store is not None else None
+    push_sender: BackgroundPushSender | None = None
+    if push_store is not None:
+        policy = push_policy or PushPolicy(allow=push_allow_setting())
+        push_store = PolicyCheckedConfigStore(push_store, policy)
+        push_sender = BackgroundPushSender(push_store, policy)
     handler = LlamonRequestHandler(
-        executor,
-        task_store=tasks,
-        push_config_store=push_store,
-        push_sender=BasePushNotificationSender(push_client, push_store)
-        if push_client is not None and push_store is not None
-        else None,
+        executor, task_store=tasks, push_config_store=push_store, push_sender=push_sender
     )
 
     @asynccontextmanager
@@ -396,8 +399,8 @@ def create_app(
             ended = await executor.shutdown()
             if ended:
                 logger.warning("server stopping: ended %d running task(s) failed", len(ended))
-            if push_client is not None:
-                await push_client.aclose()
+            if push_sender is not None:
+                await push_sender.aclose()
             if on_shutdown is not None:
                 result = on_shutdown()
                 if hasattr(result, "__await__"):
@@ -411,4 +414,5 @@ def create_app(
         app.add_middleware(AuthMiddleware, config=auth)
     app.state.llamon_executor = executor
     app.state.llamon_task_store = tasks
+    app.state.llamon_push_sender = push_sender
     return app

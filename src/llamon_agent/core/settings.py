@@ -1,7 +1,8 @@
 """Process-wide settings read from ``LLAMON_*`` environment variables.
 
 The debug switch for unmapped exception text (off by default); where local state lives
-(``LLAMON_HOME``); which ``mcp.json`` lists the MCP servers (``LLAMON_MCP_CONFIG``).
+(``LLAMON_HOME``); which ``mcp.json`` lists the MCP servers (``LLAMON_MCP_CONFIG``);
+which internal networks push webhooks may reach (``LLAMON_PUSH_ALLOW``).
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ __all__ = [
     "DEBUG_ERRORS_ENV",
     "HOME_ENV",
     "MCP_CONFIG_ENV",
+    "PUSH_ALLOW_ENV",
     "debug_errors_enabled",
     "home_directory",
     "mcp_config_setting",
+    "push_allow_setting",
     "set_debug_errors",
 ]
 
@@ -27,6 +30,9 @@ MCP_CONFIG_ENV = "LLAMON_MCP_CONFIG"
 
 DEBUG_ERRORS_ENV = "LLAMON_DEBUG_ERRORS"
 """Set to ``1``/``true``/``yes`` to let unmapped exception text (scrubbed) reach clients."""
+
+PUSH_ALLOW_ENV = "LLAMON_PUSH_ALLOW"
+"""Comma-separated networks (CIDR) push webhooks may reach although they are internal."""
 
 _override: bool | None = None
 
@@ -54,3 +60,9 @@ def mcp_config_setting() -> Path | None:
     """``$LLAMON_MCP_CONFIG`` as a path (``~`` expanded), or None when unset or empty."""
     value = os.environ.get(MCP_CONFIG_ENV, "").strip()
     return Path(value).expanduser() if value else None
+
+
+def push_allow_setting() -> tuple[str, ...]:
+    """``$LLAMON_PUSH_ALLOW`` split on commas (blank entries dropped); () when unset."""
+    value = os.environ.get(PUSH_ALLOW_ENV, "")
+    return tuple(entry.strip() for entry in value.split(",") if entry.strip())
