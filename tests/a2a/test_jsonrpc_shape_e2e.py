@@ -18,6 +18,7 @@ import pytest
 from llamon_agent.a2a.agent import AgentContext
 from llamon_agent.a2a.auth import AuthConfig
 from llamon_agent.a2a.card import AuthSpec, build_agent_card, build_extended_card, skill
+from llamon_agent.a2a.push_policy import PushPolicy
 from llamon_agent.a2a.server import create_app
 
 from .jsonrpc_utils import (
@@ -32,7 +33,8 @@ from .server_utils import make_card, running_server
 
 DEADLINE = 10.0
 KEY = "shape-test-key-4b7e91c2"
-HOOK = {"id": "hook-1", "url": "https://hooks.example.com/a2a", "token": "t"}
+HOOK = {"id": "hook-1", "url": "http://127.0.0.1:9/a2a", "token": "t"}
+"""A loopback port nothing listens on (allowed below): no test traffic leaves 127.0.0.1."""
 
 
 async def echo(ctx: AgentContext) -> str:
@@ -55,7 +57,13 @@ def _card() -> Any:
 
 async def test_every_method_answers_in_the_json_rpc_2_shape() -> None:
     card, extended = _card()
-    app = create_app(echo, card, auth=AuthConfig.from_card(card, KEY), extended_card=extended)
+    app = create_app(
+        echo,
+        card,
+        auth=AuthConfig.from_card(card, KEY),
+        extended_card=extended,
+        push_policy=PushPolicy(allow=["127.0.0.1/32"]),
+    )
     headers = {"X-API-Key": KEY}
     async with (
         running_server(app) as url,

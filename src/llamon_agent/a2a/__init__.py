@@ -28,6 +28,7 @@ from llamon_agent.a2a.card import (
 )
 from llamon_agent.a2a.executor import CustomAgentExecutor
 from llamon_agent.a2a.protocol import RequestLimits, protocol_error
+from llamon_agent.a2a.push_policy import PushPolicy
 from llamon_agent.a2a.serve import ServeOptions, serve_agent
 from llamon_agent.a2a.server import create_app
 from llamon_agent.a2a.stores import Stores, open_stores, reconcile_orphaned_tasks
@@ -43,6 +44,7 @@ __all__ = [
     "CustomAgentExecutor",
     "Final",
     "FlowContext",
+    "PushPolicy",
     "RequestLimits",
     "ServeOptions",
     "Stores",
