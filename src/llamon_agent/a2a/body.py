@@ -7,7 +7,8 @@ that names the limit or the field path, never a value:
   ``Transfer-Encoding``, so its end depends on who reads it (request smuggling).
 * ``body_too_large`` (-32600): the body is over ``RequestLimits.max_body_bytes``. Bytes
   are counted as they arrive (chunked bodies too); reading stops at the first byte over.
-* ``json_parse`` (-32700): the body is not UTF-8, or not JSON.
+* ``json_parse`` (-32700): the body is not UTF-8, or not JSON (``NaN`` and ``Infinity``,
+  which Python's parser would take, are not JSON either).
 * ``nesting_too_deep`` (-32602 under ``params``, else -32600): arrays and objects nest
   deeper than ``RequestLimits.max_depth``.
 * ``invalid_unicode``: a lone UTF-16 surrogate escape (``params.lone_surrogate_refusal``).
@@ -53,8 +54,9 @@ Refusal = tuple[str | int | None, ServerError]
 
 _LONG_DIGITS: Final = re.compile(rb"\d{19}")
 _SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-_PATH_LEVELS: Final = 4
-"""A depth refusal names the path down to this level; deeper keys are the client's."""
+_PATH_LEVELS: Final = 5
+"""A depth refusal names the path down to this level (``params.message.metadata.<key>``,
+``params.message.parts[0]``), not the client's keys further down."""
 
 
 def ambiguous_length_refusal(headers: Headers) -> ServerError | None:
@@ -78,7 +80,7 @@ def body_too_large(limits: RequestLimits) -> ServerError:
         ErrorCode.INVALID_INPUT,
         "body_too_large",
         f"Invalid request: the body is larger than this agent accepts (at most "
-        f"{limits.max_body_bytes} bytes, RequestLimits.max_body_bytes).",
+        f"{limits.max_body_bytes} bytes).",
     )
 
 
@@ -119,6 +121,17 @@ class ReadRequest(Request):
         return self._document
 
 
+class _NotJSONConstant(ValueError):
+    """``NaN``, ``Infinity`` or ``-Infinity``: Python reads them, JSON has no such thing."""
+
+
+def _refuse_constant(name: str) -> object:
+    raise _NotJSONConstant(name)
+
+
+_DECODER: Final = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
 def _parse_error(problem: str) -> ServerError:
     return protocol_error(
         JSONParseError, ErrorCode.INVALID_INPUT, "json_parse", f"Parse error: {problem}."
@@ -127,8 +140,8 @@ def _parse_error(problem: str) -> ServerError:
 
 def _too_deep(limits: RequestLimits, path: str | None) -> ServerError:
     problem = (
-        f"is nested more than {limits.max_depth} levels deep (RequestLimits.max_depth; "
-        "the request object is level 1)"
+        f"is nested more than {limits.max_depth} levels deep, the most this agent accepts "
+        "(the request object is level 1)"
     )
     if path is None:
         return protocol_error(
@@ -147,11 +160,13 @@ def parse_body(body: bytes, limits: RequestLimits) -> tuple[Any, Refusal | None]
     except UnicodeDecodeError:
         return None, (None, _parse_error("the body is not valid UTF-8, which JSON text must be"))
     try:
-        document = json.loads(text)
+        document = _DECODER.decode(text)
     except RecursionError:
         return None, (None, _too_deep(limits, None))
     except json.JSONDecodeError as exc:  # its text says where, never what
         return None, (None, _parse_error(f"the body is not JSON: {exc}"))
+    except _NotJSONConstant:
+        return None, (None, _parse_error("NaN and Infinity are not JSON numbers"))
     except ValueError:  # an integer literal with thousands of digits
         return None, (None, _out_of_range(None))
     if body.count(b"{") + body.count(b"[") > limits.max_depth:
@@ -210,12 +225,13 @@ def _first_big_integer(document: object) -> str | None:
 
 
 def _out_of_range(path: str | None) -> ServerError:
-    problem = f"must be an integer from {INT64_MIN} to {INT64_MAX} (64 bits)"
     if path is None:
         return protocol_error(
             InvalidRequestError,
             ErrorCode.INVALID_INPUT,
             "integer_out_of_range",
-            f"Invalid request: an integer in the body {problem}.",
+            f"Invalid request: an integer in the body is beyond 64 bits (every integer must "
+            f"be from {INT64_MIN} to {INT64_MAX}).",
         )
+    problem = f"is beyond 64 bits: it must be an integer from {INT64_MIN} to {INT64_MAX}"
     return field_refusal(path, "integer_out_of_range", problem)
