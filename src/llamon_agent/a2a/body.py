@@ -15,9 +15,9 @@ that names the limit or the field path, never a value:
 * ``integer_out_of_range`` (-32602 under ``params``, else -32600): an integer outside
   the signed 64-bit range, which no store or client can be relied on to hold.
 
-The checks after parsing cost one scan of the raw body each (a count of ``{`` and ``[``,
-a search for 19 digits in a row, the surrogate escape search); only a body that one of
-them flags is walked.
+The body is parsed once; integers are checked by the parser as it reads them. The depth
+and surrogate checks cost one scan of the raw body each (a count of ``{`` and ``[``, a
+search for ``\\ud800``-``\\udfff`` escapes); only a body one of them flags is walked.
 """
 
 from __future__ import annotations
@@ -52,7 +52,6 @@ INT64_MAX: Final = 2**63 - 1
 Refusal = tuple[str | int | None, ServerError]
 """The reply id (``None`` when unknown or unusable) and the error to answer with."""
 
-_LONG_DIGITS: Final = re.compile(rb"\d{19}")
 _SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 _PATH_LEVELS: Final = 5
 """A depth refusal names the path down to this level (``params.message.metadata.<key>``,
@@ -129,7 +128,20 @@ def _refuse_constant(name: str) -> object:
     raise _NotJSONConstant(name)
 
 
-_DECODER: Final = json.JSONDecoder(parse_constant=_refuse_constant)
+class _BigInteger(ValueError):
+    """An integer literal outside the signed 64-bit range."""
+
+
+def _checked_int(literal: str) -> int:
+    """The parser's hook for integer literals: only one of 19+ characters can be out of
+    range (a literal of thousands of digits raises ``ValueError`` in ``int`` itself)."""
+    value = int(literal)
+    if len(literal) > 18 and not INT64_MIN <= value <= INT64_MAX:
+        raise _BigInteger(literal[:0])
+    return value
+
+
+_DECODER: Final = json.JSONDecoder(parse_constant=_refuse_constant, parse_int=_checked_int)
 
 
 def _parse_error(problem: str) -> ServerError:
@@ -167,6 +179,8 @@ def parse_body(body: bytes, limits: RequestLimits) -> tuple[Any, Refusal | None]
         return None, (None, _parse_error(f"the body is not JSON: {exc}"))
     except _NotJSONConstant:
         return None, (None, _parse_error("NaN and Infinity are not JSON numbers"))
+    except _BigInteger:  # rare: parsed again, plainly, to name the field
+        return _big_integer_refusal(text)
     except ValueError:  # an integer literal with thousands of digits
         return None, (None, _out_of_range(None))
     if body.count(b"{") + body.count(b"[") > limits.max_depth:
@@ -177,10 +191,6 @@ def parse_body(body: bytes, limits: RequestLimits) -> tuple[Any, Refusal | None]
         problem = find_lone_surrogate(document)
         if problem is not None:
             return document, (usable_id(document), problem)
-    if _LONG_DIGITS.search(body) is not None:
-        path = _first_big_integer(document)
-        if path is not None:
-            return document, (usable_id(document), _out_of_range(path))
     return document, None
 
 
@@ -206,6 +216,14 @@ def _deeper_than(document: object, max_depth: int) -> str | None:
                 child = _join(path, key) if depth < _PATH_LEVELS else path
                 stack.append((item, child, depth + 1))
     return None
+
+
+def _big_integer_refusal(text: str) -> tuple[Any, Refusal]:
+    try:
+        document = json.loads(text)
+    except (RecursionError, ValueError):
+        return None, (None, _out_of_range(None))
+    return document, (usable_id(document), _out_of_range(_first_big_integer(document)))
 
 
 def _first_big_integer(document: object) -> str | None:

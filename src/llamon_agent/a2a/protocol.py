@@ -265,9 +265,11 @@ def _message_size(message: Message) -> int:
         + _text_size(message.message_id)
         + _text_size(message.context_id)
         + _text_size(message.task_id)
-        + sum(_text_size(ref) for ref in message.reference_task_ids or ())
-        + sum(_text_size(uri) for uri in message.extensions or ())
     )
+    if message.reference_task_ids:
+        size += sum(_text_size(ref) for ref in message.reference_task_ids)
+    if message.extensions:
+        size += sum(_text_size(uri) for uri in message.extensions)
     for part in message.parts:
         root = part.root
         size += _json_size(root.metadata)
@@ -287,7 +289,8 @@ def _params_size(params: MessageSendParams) -> int:
     size = _message_size(params.message) + _json_size(params.metadata)
     configuration = params.configuration
     if configuration is not None:
-        size += sum(_text_size(mode) for mode in configuration.accepted_output_modes or ())
+        if configuration.accepted_output_modes:
+            size += sum(_text_size(mode) for mode in configuration.accepted_output_modes)
         push = configuration.push_notification_config
         if push is not None:
             size += _json_size(push.model_dump(mode="json", exclude_none=True))
@@ -313,29 +316,33 @@ def _metadata_refusal(
 ) -> ServerError | None:
     """``too_many_metadata_keys`` naming the metadata that passes the limit, else None."""
     limit = limits.max_metadata_keys
-    places: list[tuple[str, object]] = [
-        ("params.metadata", params_metadata),
-        ("params.message.metadata", message.metadata),
-    ]
-    places.extend(
-        (f"params.message.parts[{index}].metadata", part.root.metadata)
-        for index, part in enumerate(message.parts)
-    )
     total = 0
-    for path, metadata in places:
-        if not metadata:
-            continue
-        total += _count_keys(metadata, limit - total)
+    if params_metadata:
+        total += _count_keys(params_metadata, limit)
         if total > limit:
-            return protocol_error(
-                InvalidParamsError,
-                ErrorCode.INVALID_INPUT,
-                "too_many_metadata_keys",
-                f"Invalid parameters: {path} takes the request over {limit} metadata keys "
-                f"(names at every level of params, message and part metadata); this agent "
-                f"accepts at most {limit}.",
-            )
+            return _too_many_keys("params.metadata", limit)
+    if message.metadata:
+        total += _count_keys(message.metadata, limit - total)
+        if total > limit:
+            return _too_many_keys("params.message.metadata", limit)
+    for index, part in enumerate(message.parts):
+        metadata = part.root.metadata
+        if metadata:
+            total += _count_keys(metadata, limit - total)
+            if total > limit:
+                return _too_many_keys(f"params.message.parts[{index}].metadata", limit)
     return None
+
+
+def _too_many_keys(path: str, limit: int) -> ServerError:
+    return protocol_error(
+        InvalidParamsError,
+        ErrorCode.INVALID_INPUT,
+        "too_many_metadata_keys",
+        f"Invalid parameters: {path} takes the request over {limit} metadata keys "
+        f"(names at every level of params, message and part metadata); this agent "
+        f"accepts at most {limit}.",
+    )
 
 
 def check_send_params(params: MessageSendParams, limits: RequestLimits) -> ServerError | None:
