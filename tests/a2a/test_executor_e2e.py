@@ -256,4 +256,4 @@ async def test_protocol_error_for_a_payload_over_the_limit() -> None:
         "INVALID_INPUT",
         "payload_too_large",
     )
-    assert "101 bytes" in error.data["errorMessage"]
+    assert "at most 100 bytes" in error.data["errorMessage"]

@@ -72,7 +72,7 @@ from llamon_agent.a2a.agent import (
     FlowContext,
     as_agent,
 )
-from llamon_agent.a2a.protocol import RequestLimits, check_message, with_protocol_data
+from llamon_agent.a2a.protocol import RequestLimits, check_send_params, with_protocol_data
 from llamon_agent.a2a.store_guard import GuardedTaskStore
 from llamon_agent.a2a.workers import WORKER_METADATA_KEY, worker_id
 from llamon_agent.core.classify import classify_exception
@@ -179,11 +179,12 @@ class CustomAgentExecutor(AgentExecutor):
     def _validate_request(self, params: MessageSendParams) -> None:
         """Refuse a request before a task exists by raising ``ServerError``.
 
-        The built-in checks (``check_message``) cover empty messages, input modes and
-        size. Override to add yours; build the error with ``protocol_error(...)`` so the
-        caller gets ``ProtocolErrorData``, and call ``super()._validate_request(params)``.
+        The built-in checks (``check_send_params``) cover empty messages, input modes,
+        size, parts and metadata keys. Override to add yours; build the error with
+        ``protocol_error(...)`` so the caller gets ``ProtocolErrorData``, and call
+        ``super()._validate_request(params)``.
         """
-        problem = check_message(params.message, self.limits)
+        problem = check_send_params(params, self.limits)
         if problem is not None:
             raise problem
 

@@ -5,27 +5,30 @@ message names the offending field path (``params.message.parts[0].kind``) and ne
 value. -32602 (invalid params) when the path is under ``params``, -32600 (invalid
 request) otherwise (``id``, ``method``).
 
-* ``lone_surrogate_refusal(body)``: a string anywhere in the request (a member name or a
-  value) holding a lone UTF-16 surrogate escape such as ``"\\ud800"``. Such text cannot
-  be encoded as UTF-8, so no store, log or reply could hold it. The raw body is scanned
-  first for ``\\ud800``-``\\udfff`` escapes; only a body that has one is parsed and walked.
+* ``find_lone_surrogate(document)``: a string anywhere in the request (a member name or
+  a value) holding a lone UTF-16 surrogate escape such as ``"\\ud800"``. Such text cannot
+  be encoded as UTF-8, so no store, log or reply could hold it (``a2a.body`` calls it only
+  for a body with a ``\\ud800``-``\\udfff`` escape).
 * ``check_params(params)``: ``historyLength`` below 0; a message part without ``kind``
-  (a2a-sdk would otherwise read it as text).
+  (a2a-sdk would otherwise read it as text); an empty task id.
 * ``validation_refusal(errors)``: a2a-sdk's pydantic validation errors as one message
   naming the field paths (union branches the part's own ``kind`` rules out are dropped).
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from a2a.types import (
+    DeleteTaskPushNotificationConfigParams,
+    GetTaskPushNotificationConfigParams,
     InvalidParamsError,
     InvalidRequestError,
+    ListTaskPushNotificationConfigParams,
     MessageSendParams,
+    TaskIdParams,
+    TaskPushNotificationConfig,
     TaskQueryParams,
 )
 from a2a.utils.errors import ServerError
@@ -36,11 +39,11 @@ from llamon_agent.core.codes import ErrorCode
 __all__ = [
     "check_params",
     "field_refusal",
-    "lone_surrogate_refusal",
+    "find_lone_surrogate",
+    "usable_id",
     "validation_refusal",
 ]
 
-_SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 _MAX_PATHS: Final = 3
 
 
@@ -94,18 +97,9 @@ def _find_surrogate(value: Any, path: str) -> tuple[str, bool] | None:
     return None
 
 
-def lone_surrogate_refusal(body: bytes) -> tuple[str | int | None, ServerError] | None:
-    """The reply id and refusal for a body with a lone surrogate escape, else None.
-
-    Cheap for every other body: one scan of the raw bytes. A body that is not JSON is
-    left to the normal parse error. The id is ``None`` when it is not a clean str/int.
-    """
-    if _SURROGATE_ESCAPE.search(body) is None:
-        return None
-    try:
-        document = json.loads(body)
-    except ValueError:
-        return None
+def find_lone_surrogate(document: object) -> ServerError | None:
+    """``invalid_unicode`` naming the first string of a parsed request that holds a lone
+    surrogate (a value, or a member name: then the object holding it), else None."""
     found = _find_surrogate(document, "")
     if found is None:
         return None
@@ -115,15 +109,20 @@ def lone_surrogate_refusal(body: bytes) -> tuple[str | int | None, ServerError] 
         if is_key
         else "is not valid Unicode: it holds a lone UTF-16 surrogate escape"
     )
-    return _usable_id(document), field_refusal(path, "invalid_unicode", problem)
+    return field_refusal(path, "invalid_unicode", problem)
 
 
-def _usable_id(document: object) -> str | int | None:
-    """The request's id if a reply can carry it: a str (valid Unicode) or an int."""
+_INT64: Final = range(-(2**63), 2**63)
+
+
+def usable_id(document: object) -> str | int | None:
+    """The request's id if a reply can carry it: a str (valid Unicode) or a 64-bit int."""
     request_id = document.get("id") if isinstance(document, dict) else None
     if isinstance(request_id, bool) or not isinstance(request_id, str | int):
         return None
     if isinstance(request_id, str) and _has_surrogate(request_id):
+        return None
+    if isinstance(request_id, int) and request_id not in _INT64:
         return None
     return request_id
 
@@ -136,12 +135,20 @@ def check_params(params: object) -> ServerError | None:
 
     ``historyLength`` must be 0 or more (``params.historyLength`` of ``tasks/get``,
     ``params.configuration.historyLength`` of ``message/send``/``message/stream``); every
-    message part must say its ``kind`` (``text``, ``file`` or ``data``).
+    message part must say its ``kind`` (``text``, ``file`` or ``data``); a task id must
+    not be empty (``params.id`` of the task and push config methods, ``params.taskId`` of
+    ``tasks/pushNotificationConfig/set``, ``params.message.taskId``).
     """
+    if isinstance(params, _TASK_ID_PARAMS) and params.id == "":
+        return _empty("params.id")
+    if isinstance(params, TaskPushNotificationConfig) and params.task_id == "":
+        return _empty("params.taskId")
     if isinstance(params, TaskQueryParams):
         if params.history_length is not None and params.history_length < 0:
             return _negative("params.historyLength")
     elif isinstance(params, MessageSendParams):
+        if params.message.task_id == "":
+            return _empty("params.message.taskId")
         configuration = params.configuration
         if (
             configuration is not None
@@ -157,6 +164,19 @@ def check_params(params: object) -> ServerError | None:
                     "is missing: say 'text', 'file' or 'data'",
                 )
     return None
+
+
+_TASK_ID_PARAMS: Final = (
+    TaskQueryParams,
+    TaskIdParams,
+    GetTaskPushNotificationConfigParams,
+    ListTaskPushNotificationConfigParams,
+    DeleteTaskPushNotificationConfigParams,
+)
+
+
+def _empty(path: str) -> ServerError:
+    return field_refusal(path, "empty_task_id", "must not be empty: give the id of a task")
 
 
 def _negative(path: str) -> ServerError:

@@ -13,21 +13,24 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Final
+from typing import Any, Final
 
 from a2a.types import (
     AuthenticatedExtendedCardNotConfiguredError,
     ContentTypeNotSupportedError,
     DataPart,
     FilePart,
+    FileWithBytes,
     InternalError,
     InvalidParamsError,
     InvalidRequestError,
+    JSONParseError,
     JSONRPCError,
     Message,
+    MessageSendParams,
     PushNotificationNotSupportedError,
     TaskState,
     TextPart,
@@ -42,9 +45,15 @@ from llamon_agent.core.messages import public_message
 from llamon_agent.core.scrub import scrub_text
 
 __all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_DEPTH",
+    "DEFAULT_MAX_METADATA_KEYS",
+    "DEFAULT_MAX_PARTS",
     "DEFAULT_MAX_PAYLOAD_BYTES",
+    "MAX_DEPTH_CEILING",
     "RequestLimits",
     "check_message",
+    "check_send_params",
     "extended_card_not_configured",
     "part_media_type",
     "protocol_error",
@@ -55,25 +64,57 @@ __all__ = [
 ]
 
 DEFAULT_MAX_PAYLOAD_BYTES: Final = 1_000_000
+DEFAULT_MAX_BODY_BYTES: Final = 10 * 1024 * 1024
+DEFAULT_MAX_DEPTH: Final = 32
+DEFAULT_MAX_PARTS: Final = 100
+DEFAULT_MAX_METADATA_KEYS: Final = 100
+MAX_DEPTH_CEILING: Final = 256
+"""The deepest ``max_depth`` allowed: Python's JSON parser itself stops a few hundred
+levels further down, and every level up to the limit must still be answerable."""
 
 
 @dataclass(frozen=True, slots=True)
 class RequestLimits:
-    """What a served agent accepts.
+    """What a served agent accepts; a request over any limit is refused naming the limit.
 
     ``input_modes``: media types (wildcards like ``image/*`` allowed) a message part may
-    have; ``None`` accepts any. ``max_payload_bytes``: the largest content (text, data
-    as JSON, file bytes).
+    have; ``None`` accepts any. ``max_payload_bytes``: the largest message, counting
+    every field a request carries into the task (text, data as JSON, file bytes or URI,
+    file names and media types, message, part and params metadata as JSON, ids,
+    extensions, the push config). ``max_body_bytes``: the largest HTTP body, counted as
+    it is read (chunked bodies too). ``max_depth``: how deep the JSON body may nest (the
+    request object is level 1; at most ``MAX_DEPTH_CEILING``). ``max_parts``: parts in
+    one message. ``max_metadata_keys``: member names in all of one request's metadata
+    (params, message and parts, at every level).
     """
 
     input_modes: Sequence[str] | None = None
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_depth: int = DEFAULT_MAX_DEPTH
+    max_parts: int = DEFAULT_MAX_PARTS
+    max_metadata_keys: int = DEFAULT_MAX_METADATA_KEYS
+
+    def __post_init__(self) -> None:
+        for name in (
+            "max_payload_bytes",
+            "max_body_bytes",
+            "max_depth",
+            "max_parts",
+            "max_metadata_keys",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"RequestLimits.{name} must be a positive integer")
+        if self.max_depth > MAX_DEPTH_CEILING:
+            raise ValueError(f"RequestLimits.max_depth must be at most {MAX_DEPTH_CEILING}")
 
 
 def protocol_error(
     error_type: type[JSONRPCError]
     | type[InvalidParamsError]
     | type[InvalidRequestError]
+    | type[JSONParseError]
     | type[ContentTypeNotSupportedError]
     | type[PushNotificationNotSupportedError]
     | type[AuthenticatedExtendedCardNotConfiguredError]
@@ -203,39 +244,154 @@ def _usable(part: TextPart | DataPart | FilePart) -> bool:
     return True
 
 
-def _payload_size(message: Message) -> int:
-    """The content's size in bytes: text, data as JSON, file bytes/URI (cheap; no dump)."""
-    size = 0
+def _text_size(text: str | None) -> int:
+    if not text:
+        return 0
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _json_size(value: object) -> int:
+    """Bytes of ``value`` as compact JSON (0 for None or an empty mapping)."""
+    if not value:
+        return 0
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode())
+
+
+def _message_size(message: Message) -> int:
+    """Every field of the message in bytes: content, file names and media types, metadata
+    as JSON, ids, extensions. Cheap: strings are measured, only metadata/data dumped."""
+    size = (
+        _json_size(message.metadata)
+        + _text_size(message.message_id)
+        + _text_size(message.context_id)
+        + _text_size(message.task_id)
+    )
+    if message.reference_task_ids:
+        size += sum(_text_size(ref) for ref in message.reference_task_ids)
+    if message.extensions:
+        size += sum(_text_size(uri) for uri in message.extensions)
     for part in message.parts:
         root = part.root
+        size += _json_size(root.metadata)
         if isinstance(root, TextPart):
-            size += len(root.text.encode())
+            size += _text_size(root.text)
         elif isinstance(root, DataPart):
-            size += len(json.dumps(root.data, ensure_ascii=False, default=str).encode())
+            size += _json_size(root.data) or 2
         else:
             file = root.file
-            content = getattr(file, "bytes", None) or getattr(file, "uri", "")
-            size += len(str(content))
+            content = file.bytes if isinstance(file, FileWithBytes) else file.uri
+            size += _text_size(content) + _text_size(file.name) + _text_size(file.mime_type)
     return size
+
+
+def _params_size(params: MessageSendParams) -> int:
+    """The message's size plus what ``params`` adds: its metadata and configuration."""
+    size = _message_size(params.message) + _json_size(params.metadata)
+    configuration = params.configuration
+    if configuration is not None:
+        if configuration.accepted_output_modes:
+            size += sum(_text_size(mode) for mode in configuration.accepted_output_modes)
+        push = configuration.push_notification_config
+        if push is not None:
+            size += _json_size(push.model_dump(mode="json", exclude_none=True))
+    return size
+
+
+def _count_keys(value: object, budget: int) -> int:
+    """Member names in ``value`` at every level, counting no further than ``budget``."""
+    count = 0
+    stack = [value]
+    while stack and count <= budget:
+        item = stack.pop()
+        if isinstance(item, Mapping):
+            count += len(item)
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return count
+
+
+def _metadata_refusal(
+    message: Message, limits: RequestLimits, params_metadata: Mapping[str, Any] | None
+) -> ServerError | None:
+    """``too_many_metadata_keys`` naming the metadata that passes the limit, else None."""
+    limit = limits.max_metadata_keys
+    total = 0
+    if params_metadata:
+        total += _count_keys(params_metadata, limit)
+        if total > limit:
+            return _too_many_keys("params.metadata", limit)
+    if message.metadata:
+        total += _count_keys(message.metadata, limit - total)
+        if total > limit:
+            return _too_many_keys("params.message.metadata", limit)
+    for index, part in enumerate(message.parts):
+        metadata = part.root.metadata
+        if metadata:
+            total += _count_keys(metadata, limit - total)
+            if total > limit:
+                return _too_many_keys(f"params.message.parts[{index}].metadata", limit)
+    return None
+
+
+def _too_many_keys(path: str, limit: int) -> ServerError:
+    return protocol_error(
+        InvalidParamsError,
+        ErrorCode.INVALID_INPUT,
+        "too_many_metadata_keys",
+        f"Invalid parameters: {path} takes the request over {limit} metadata keys "
+        f"(names at every level of params, message and part metadata); this agent "
+        f"accepts at most {limit}.",
+    )
+
+
+def check_send_params(params: MessageSendParams, limits: RequestLimits) -> ServerError | None:
+    """``check_message`` for a whole ``message/send``/``message/stream`` request: the
+    payload also counts ``params.metadata`` and the configuration (output modes, push
+    config), and metadata keys count ``params.metadata`` too."""
+    return _check(params.message, limits, _params_size(params), params.metadata)
 
 
 def check_message(message: Message, limits: RequestLimits) -> ServerError | None:
     """The built-in request checks; the first failing one as a protocol error, else None.
 
+    * ``payload_too_large`` (-32602, INVALID_INPUT): the message is over
+      ``limits.max_payload_bytes``, counting every field (``RequestLimits``);
+    * ``too_many_parts`` (-32602): more than ``limits.max_parts`` parts;
+    * ``too_many_metadata_keys`` (-32602): more than ``limits.max_metadata_keys`` member
+      names in all metadata (message and parts, at every level);
     * ``no_usable_part`` (-32602, INVALID_INPUT): no parts, or only blank text;
     * ``unsupported_input_mode`` (-32005, INVALID_INPUT): a part's media type is not in
-      ``limits.input_modes``;
-    * ``payload_too_large`` (-32602, INVALID_INPUT): the message is over the size limit.
+      ``limits.input_modes``.
     """
-    size = _payload_size(message)
+    return _check(message, limits, _message_size(message), None)
+
+
+def _check(
+    message: Message,
+    limits: RequestLimits,
+    size: int,
+    params_metadata: Mapping[str, Any] | None,
+) -> ServerError | None:
     if size > limits.max_payload_bytes:
         return protocol_error(
             InvalidParamsError,
             ErrorCode.INVALID_INPUT,
             "payload_too_large",
-            f"The message is {size} bytes; this agent accepts at most "
-            f"{limits.max_payload_bytes} bytes.",
+            f"The message is {size} bytes (every field counts: content, file names, "
+            f"metadata, ids); this agent accepts at most {limits.max_payload_bytes} bytes.",
         )
+    if len(message.parts) > limits.max_parts:
+        return protocol_error(
+            InvalidParamsError,
+            ErrorCode.INVALID_INPUT,
+            "too_many_parts",
+            f"Invalid parameters: params.message.parts has more than {limits.max_parts} "
+            f"parts; this agent accepts at most {limits.max_parts} parts in a message.",
+        )
+    metadata_problem = _metadata_refusal(message, limits, params_metadata)
+    if metadata_problem is not None:
+        return metadata_problem
     parts = [part.root for part in message.parts]
     if not any(_usable(part) for part in parts):
         return protocol_error(

@@ -35,7 +35,6 @@ from a2a.types import (
     InternalError,
     InvalidParamsError,
     InvalidRequestError,
-    JSONParseError,
     JSONRPCError,
     JSONRPCErrorResponse,
     ListTaskPushNotificationConfigRequest,
@@ -49,15 +48,22 @@ from a2a.utils.errors import ServerError
 from pydantic import BaseModel
 from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from llamon_agent.a2a.auth import AuthConfig, AuthMiddleware
+from llamon_agent.a2a.body import (
+    ReadRequest,
+    ambiguous_length_refusal,
+    body_too_large,
+    parse_body,
+    read_body,
+)
 from llamon_agent.a2a.card import auth_spec_from_card, mode_problems
 from llamon_agent.a2a.executor import CustomAgentExecutor
 from llamon_agent.a2a.handler import LlamonRequestHandler
 from llamon_agent.a2a.health import health_routes
-from llamon_agent.a2a.params import check_params, lone_surrogate_refusal, validation_refusal
+from llamon_agent.a2a.params import check_params, validation_refusal
 from llamon_agent.a2a.protocol import (
     RequestLimits,
     extended_card_not_configured,
@@ -105,6 +111,12 @@ def _quiet_client_mistakes() -> None:
     """Install ``_ClientMistakeFilter`` on a2a-sdk's JSON-RPC app logger (once)."""
     if not any(isinstance(f, _ClientMistakeFilter) for f in _A2A_APP_LOGGER.filters):
         _A2A_APP_LOGGER.addFilter(_ClientMistakeFilter())
+
+
+def _closing(response: Response) -> Response:
+    """``response`` with ``Connection: close``: the server reads no more of this request."""
+    response.headers["connection"] = "close"
+    return response
 
 
 def _dump(response: BaseModel) -> dict[str, Any]:
@@ -186,13 +198,26 @@ class LlamonA2AApplication(A2AStarletteApplication):
     * Every JSON-RPC error carries ProtocolErrorData; invalid params name the field path.
     * Every reply has ``id`` (``null`` when the request's is missing or unusable) and
       exactly one of ``result``/``error``.
+    * The body is read within ``limits`` (``RequestLimits``: bytes counted as they
+      arrive, nesting depth, 64-bit integers, strict UTF-8) and parsed once
+      (``a2a.body``); a request with both Content-Length and Transfer-Encoding is
+      refused unread. A refusal that leaves body unread closes the connection.
     * Input a2a-sdk's models let through is refused before any handler runs, for every
-      method (``params.lone_surrogate_refusal``, ``params.check_params``).
+      method (``params.find_lone_surrogate``, ``params.check_params``).
     * A ``ServerError`` raised by a2a-sdk's dispatch itself (a capability the card does
       not declare) is answered as that error, not as -32603.
     """
 
-    def __init__(self, agent_card: AgentCard, http_handler: RequestHandler, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        agent_card: AgentCard,
+        http_handler: RequestHandler,
+        *,
+        limits: RequestLimits | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.limits = limits or RequestLimits()
+        kwargs.setdefault("max_content_length", self.limits.max_body_bytes)
         super().__init__(agent_card, http_handler, **kwargs)
         self.handler = _LlamonJSONRPCHandler(
             agent_card=agent_card,
@@ -202,15 +227,21 @@ class LlamonA2AApplication(A2AStarletteApplication):
         )
 
     async def _handle_requests(self, request: Request) -> Response:
-        refusal = lone_surrogate_refusal(await request.body())
+        ambiguous = ambiguous_length_refusal(request.headers)
+        if ambiguous is not None:
+            return _closing(self._error_reply(None, ambiguous))
+        try:
+            body = await read_body(request, self.limits)
+        except ClientDisconnect:  # nobody is left to answer
+            return Response(status_code=400)
+        if body is None:  # over the limit: the rest is never read
+            return _closing(self._error_reply(None, body_too_large(self.limits)))
+        document, refusal = parse_body(body, self.limits)
         if refusal is not None:
             request_id, error = refusal
             return self._error_reply(request_id, error)
-        try:
-            await request.json()  # parsed once here: a2a-sdk reads Starlette's cached value
-        except ValueError as exc:  # not JSON: answered without a2a-sdk's printed traceback
-            return self._error_reply(None, ServerError(error=JSONParseError(message=str(exc))))
-        return await super()._handle_requests(request)
+        # parsed once here: a2a-sdk's request.json() returns this document
+        return await super()._handle_requests(ReadRequest(request, body, document))
 
     def _error_reply(self, request_id: str | int | None, error: ServerError) -> JSONResponse:
         """The JSON-RPC error reply for a refusal (no log line: it is the caller's input)."""
@@ -407,7 +438,7 @@ def create_app(
                     await result
 
     app = LlamonA2AApplication(
-        agent_card=card, http_handler=handler, extended_agent_card=extended_card
+        agent_card=card, http_handler=handler, extended_agent_card=extended_card, limits=limits
     ).build(lifespan=lifespan)
     app.router.routes.extend(health_routes(tasks))  # /healthz, /readyz: open, like the card
     if auth is not None:
