@@ -23,6 +23,7 @@ Nothing here raises at response time: a scrubber failure yields a marker
 
 from __future__ import annotations
 
+import base64
 import datetime as _dt
 import enum
 import functools
@@ -32,6 +33,7 @@ import os
 import re
 import secrets
 import threading
+import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any, Final
@@ -69,9 +71,12 @@ def _marker(kind: str) -> str:
 # that scanning stays linear in the input length).
 # --------------------------------------------------------------------------------------
 
+_PEM_LABEL: Final = r"[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?[ \t]*-{3,}"
+# A whole block (to its END line, or to the end of the text when it was cut), or the tail
+# of one whose BEGIN line is not in this text: its base64 lines and the END line.
 _PRIVATE_KEY_RE: Final = re.compile(
-    r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY-----.*?"
-    r"(?:-----END[A-Z0-9 ]{0,40}PRIVATE KEY-----|\Z)",
+    rf"-{{3,}}[ \t]*BEGIN{_PEM_LABEL}.*?(?:-{{3,}}[ \t]*END{_PEM_LABEL}|\Z)"
+    rf"|(?:[A-Za-z0-9+/=]{{8,}}(?:\\[rn]|\s)+)*-{{3,}}[ \t]*END{_PEM_LABEL}",
     re.DOTALL,
 )
 
@@ -430,12 +435,254 @@ def _redact_cli_flags(text: str) -> str:
     return "".join(pieces)
 
 
+# -- payment cards ----------------------------------------------------------------------
+
+# 13-19 digits starting like a card number (2-6: Mastercard, Visa, Amex, Diners, JCB,
+# Discover, UnionPay), plain or grouped by one kind of separator; judged by _card_repl.
+_CARD_RE: Final = re.compile(
+    r"(?<![0-9A-Za-z.\-+])[2-6][0-9](?:[0-9]|[ \-](?=[0-9])){11,22}(?![0-9A-Za-z]|[ .\-][0-9])"
+)
+_CARD_GROUPS: Final = re.compile(
+    r"[0-9]{4}(?:([ \-])[0-9]{4}){2}\1[0-9]{1,7}|[0-9]{4}([ \-])[0-9]{6}\2[0-9]{4,5}"
+)
+
+
+def _luhn_valid(digits: str) -> bool:
+    total = 0
+    for index, char in enumerate(reversed(digits)):
+        value = ord(char) - 48
+        if index % 2:
+            value = value * 2 - 9 if value > 4 else value * 2
+        total += value
+    return total % 10 == 0
+
+
+def _card_repl(match: re.Match[str]) -> str:
+    """A Luhn-valid card number (plain, or in 4-4-4-4 / 4-6-5 groups) -> a marker."""
+    run = match.group(0)
+    digits = run.replace(" ", "").replace("-", "")
+    if not 13 <= len(digits) <= 19 or not _luhn_valid(digits):
+        return run
+    if len(digits) != len(run) and not _CARD_GROUPS.fullmatch(run):
+        return run  # separators not where a card's groups are: an id, not a card
+    return _marker("card")
+
+
+# -- credentials in prose ---------------------------------------------------------------
+
+# "password is X", "the secret was X", "Passwort lautet X", "mot de passe : X",
+# "contraseña es X", "비밀번호는 X", "パスワードは X" ... (key/value forms such as
+# "pwd: X" and "secret=X" are the key/value pass's).
+_PROSE_KEYS: Final = (
+    r"pass(?:word|wd|phrase|code)?|pwd|secret|(?:api|access|secret)[ _\-]?key|pin(?: code)?"
+    r"|passwort|kennwort|mot de passe|contrase(?:ñ|n)a|clave|senha"
+    r"|비밀번호|패스워드|암호|パスワード|暗証番号|密码|口令"
+)
+_PROSE_RE: Final = re.compile(
+    rf"(?<![A-Za-z_])(?P<key>{_PROSE_KEYS})(?![A-Za-z_])"
+    r"(?P<sep>"
+    r"[ \t]*(?:[:=：]|->|=>)[ \t]*"
+    r"|[ \t]+(?:is|was|is now|is still|is set to|was set to|set to|has been set to"
+    r"|ist|lautet|war|est|était|es|era|é)(?:[ \t]*:)?[ \t]+"
+    r"|(?:는|은|가|이|를|을|란|:)[ \t]*(?::[ \t]*)?"
+    r"|(?:は|が|を)[ \t]*(?:[:：][ \t]*)?"
+    r"|[ \t]+(?=[\"'])"
+    r")",
+    re.IGNORECASE,
+)
+_PROSE_NEEDLES: Final = (
+    "pass",
+    "pwd",
+    "secret",
+    "key",
+    "pin",
+    "kennwort",
+    "mot de",
+    "contras",
+    "clave",
+    "senha",
+    "비밀번호",
+    "패스워드",
+    "암호",
+    "パスワード",
+    "暗証番号",
+    "密码",
+    "口令",
+)
+# Words that follow "password is ..." in an ordinary message: the value is not a secret.
+_PROSE_STOPWORDS: Final = frozenset(
+    {
+        "a",
+        "an",
+        "the",
+        "not",
+        "too",
+        "now",
+        "still",
+        "also",
+        "being",
+        "been",
+        "set",
+        "required",
+        "incorrect",
+        "invalid",
+        "wrong",
+        "missing",
+        "expired",
+        "empty",
+        "blank",
+        "correct",
+        "valid",
+        "weak",
+        "strong",
+        "short",
+        "long",
+        "reset",
+        "changed",
+        "unset",
+        "none",
+        "null",
+        "unknown",
+        "ok",
+        "fine",
+        "locked",
+        "disabled",
+        "enabled",
+        "needed",
+        "mandatory",
+        "optional",
+        "rejected",
+        "accepted",
+        "redacted",
+        "hidden",
+        "same",
+        "falsch",
+        "ungültig",
+        "erforderlich",
+        "abgelaufen",
+        "leer",
+        "nicht",
+        "requis",
+        "invalide",
+        "expiré",
+        "vide",
+        "pas",
+        "obligatoria",
+        "inválida",
+        "incorrecta",
+        "requerida",
+        "vacía",
+        "no",
+        "틀렸습니다",
+        "필요합니다",
+        "잘못되었습니다",
+        "만료되었습니다",
+    }
+)
+_PROSE_VALUE_RE: Final = re.compile(r"[^\s,;\"'`)\]}]+")
+
+
+def _redact_prose(text: str) -> str:
+    pieces: list[str] = []
+    cursor = 0
+    for match in _PROSE_RE.finditer(text):
+        pos = match.end()
+        if pos < cursor:
+            continue
+        if pos < len(text) and text[pos] in "\"'":
+            span = _value_span(text, pos)
+            if span is None:
+                continue
+            start, end, _ = span
+        else:
+            value = _PROSE_VALUE_RE.match(text, pos)
+            if value is None:
+                continue
+            start, end = value.span()
+        word = text[start:end].rstrip(".!?:")
+        if not word or _is_marker(word) or word.lower() in _PROSE_STOPWORDS:
+            continue
+        if word.startswith("[REDACTED"):
+            continue
+        key = match.group("key").lower()
+        kind = "api_key" if "key" in key else "secret" if key == "secret" else "password"
+        pieces.append(text[cursor:start])
+        pieces.append(_marker(kind))
+        cursor = end
+    if not pieces:
+        return text
+    pieces.append(text[cursor:])
+    return "".join(pieces)
+
+
+# -- encoded text ------------------------------------------------------------------------
+
+_PERCENT_RE: Final = re.compile(r"%[0-9A-Fa-f]{2}")
+_JSON_ESCAPE_RE: Final = re.compile(r"\\(?:u[0-9A-Fa-f]{4}|[\"\\/])")
+_JSON_ESCAPES: Final = {'\\"': '"', "\\\\": "\\", "\\/": "/"}
+_MAX_DECODE_ROUNDS: Final = 3
+
+
+def _json_unescape(match: re.Match[str]) -> str:
+    escape = match.group(0)
+    if escape[1] == "u":
+        char = chr(int(escape[2:], 16))
+        return "\ufffd" if "\ud800" <= char <= "\udfff" else char
+    return _JSON_ESCAPES[escape]
+
+
+def _decoded(text: str) -> str:
+    """``text`` with percent-encoding and JSON string escapes undone (nested up to 3 deep);
+    ``text`` itself when it has neither."""
+    for _ in range(_MAX_DECODE_ROUNDS):
+        before = text
+        if "%" in text and _PERCENT_RE.search(text):
+            text = urllib.parse.unquote(text, errors="replace")
+        if "\\" in text and _JSON_ESCAPE_RE.search(text):
+            text = _JSON_ESCAPE_RE.sub(_json_unescape, text)
+        if text == before:
+            break
+    return text
+
+
+# Runs that may be base64 (standard or URL-safe) of a text holding a secret.
+_BASE64_RE: Final = re.compile(
+    r"(?<![A-Za-z0-9+/_\-])[A-Za-z0-9+/_\-]{12,}={0,2}(?![A-Za-z0-9+/_\-=])"
+)
+_PRINTABLE_RE: Final = re.compile(r"[\t\n\r\x20-\x7e\u00a0-\uffff]*")
+
+
+def _base64_text(run: str) -> str | None:
+    """The text ``run`` decodes to when it is base64 of printable UTF-8 text, else None."""
+    core = run.rstrip("=")
+    if len(core) % 4 == 1 or (core.isalpha() and (core.islower() or core.isupper())):
+        return None
+    try:
+        raw = base64.b64decode(
+            core.replace("-", "+").replace("_", "/") + "=" * (-len(core) % 4), validate=True
+        )
+        decoded = raw.decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if len(decoded) < 6 or not _PRINTABLE_RE.fullmatch(decoded):
+        return None
+    return decoded
+
+
+def _base64_repl(match: re.Match[str]) -> str:
+    run = match.group(0)
+    decoded = _base64_text(run)
+    if decoded is None or _scrub_plain(decoded) == decoded:
+        return run
+    return _marker("secret")
+
+
 _Replacement = str | Callable[[re.Match[str]], str]
 
 # (pattern, replacement, needles): a pass runs only when one of its needles occurs in the
 # lower-cased text (None: always).  The needles are cheap C-speed pre-checks.
 _TEXT_PASSES: Final[tuple[tuple[re.Pattern[str], _Replacement, tuple[str, ...] | None], ...]] = (
-    (_PRIVATE_KEY_RE, _marker("private_key"), ("-----begin",)),
+    (_PRIVATE_KEY_RE, _marker("private_key"), ("private key",)),
     (_URL_USERINFO_RE, r"\g<scheme>" + REDACTED + "@", ("://",)),
     (_JWT_RE, _marker("jwt"), ("eyj",)),
     (_API_KEY_RE, _marker("api_key"), None),
@@ -443,20 +690,40 @@ _TEXT_PASSES: Final[tuple[tuple[re.Pattern[str], _Replacement, tuple[str, ...] |
     (_EMAIL_RE, _marker("email"), ("@",)),
     (_ENTROPY_RE, _entropy_repl, None),
     (_PHONE_RE, _marker("phone"), None),
+    (_CARD_RE, _card_repl, None),
 )
 
 
-def _scrub_full(text: str) -> str:
+def _scrub_plain(text: str) -> str:
+    """Every pass over ``text`` as it is (no decoding)."""
+    lowered = text.lower()
     for pattern, replacement, needles in _TEXT_PASSES:
-        if needles is not None:
-            lowered = text.lower()
-            if not any(needle in lowered for needle in needles):
-                continue
+        if needles is not None and not any(needle in lowered for needle in needles):
+            continue
         text = pattern.sub(replacement, text)
     if ":" in text or "=" in text:
         text = _redact_key_values(text)
     if "-" in text:
         text = _redact_cli_flags(text)
+    lowered = text.lower()
+    if any(needle in lowered for needle in _PROSE_NEEDLES):
+        text = _redact_prose(text)
+    return text
+
+
+def _scrub_full(text: str) -> str:
+    """Every pass; then, when percent-encoding or JSON escapes remain, every pass again
+    over the decoded text, which replaces the text when that finds something more. Runs
+    that are base64 of a text holding a secret become ``[REDACTED:secret]``."""
+    text = _scrub_plain(text)
+    if len(text) >= 12 and _BASE64_RE.search(text):
+        text = _BASE64_RE.sub(_base64_repl, text)
+    if "%" in text or "\\" in text:
+        decoded = _decoded(text)
+        if decoded != text:
+            again = _scrub_plain(decoded)
+            if again != decoded:
+                return again
     return text
 
 
@@ -538,17 +805,72 @@ _LOCATION_HOST_PORT_RE: Final = re.compile(
 )
 _OCTET: Final = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 _LOCATION_IPV4_RE: Final = re.compile(rf"(?<![0-9.]){_OCTET}(?:\.{_OCTET}){{3}}(?![0-9]|\.[0-9])")
+# A socket address as Python prints it: ('127.0.0.1', 5432) or ('::1', 5432, 0, 0).
+_LOCATION_SOCKADDR_RE: Final = re.compile(
+    r"\(\s*['\"][^'\"\s]{1,255}['\"]\s*,\s*[0-9]{1,5}(?:\s*,\s*[0-9]{1,10}){0,2}\s*\)"
+)
+# "port 5432", "port=5432": the port of a backend.
+_LOCATION_PORT_RE: Final = re.compile(
+    r"(?<![A-Za-z0-9_])(?P<key>port)(?P<sep>[ \t]*[:=][ \t]*|[ \t]+)[0-9]{2,5}(?![0-9])",
+    re.IGNORECASE,
+)
+# Host names: a dotted name ending in a public or internal top-level domain, "localhost",
+# and the value after "host"/"hostname"/"server" ("host \"db\"", "host=db-1").
+_HOST_TLDS: Final = (
+    "com|net|org|io|dev|app|cloud|ai|co|biz|info|us|uk|de|fr|kr|jp|cn|eu|me|tech|site"
+    "|internal|local|localdomain|lan|corp|home|intranet|svc|cluster|private|test|example"
+    "|invalid|arpa|onion|amazonaws|azure|gcp"
+)
+_LOCATION_HOSTNAME_RE: Final = re.compile(
+    r"(?<![A-Za-z0-9.\-_@/])(?:localhost(?![A-Za-z0-9_.\-])"
+    r"|(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.){1,10}"
+    rf"(?:{_HOST_TLDS})(?![A-Za-z0-9_\-]|\.[A-Za-z0-9]))",
+    re.IGNORECASE,
+)
+_LOCATION_HOST_VALUE_RE: Final = re.compile(
+    r"(?<![A-Za-z0-9_])(?P<key>host(?:[ _]?name)?|server|hostaddr)"
+    r"(?P<sep>[ \t]*[:=][ \t]*|[ \t]+)(?P<quote>[\"']?)"
+    r"(?P<value>[A-Za-z0-9][A-Za-z0-9.\-_]{0,252})(?P=quote)"
+    r"(?![A-Za-z0-9.\-_])",
+    re.IGNORECASE,
+)
+_HOST_VALUE_KEEP: Final = frozenset(
+    {"is", "was", "not", "unreachable", "down", "error", "closed", "refused", "name", "the", "a"}
+)
 _URL_MARKER: Final = "[REDACTED:url]"
 _HOST_MARKER: Final = "[REDACTED:host]"
+_PORT_MARKER: Final = "[REDACTED:port]"
+
+
+def _host_value_repl(match: re.Match[str]) -> str:
+    quote = match.group("quote")
+    if match.group("value").lower() in _HOST_VALUE_KEEP:
+        return match.group(0)
+    if not quote and ":" not in match.group("sep") and "=" not in match.group("sep"):
+        return match.group(0)  # "server responded": only host=x, host: x, host "x"
+    return f"{match.group('key')}{match.group('sep')}{quote}{_HOST_MARKER}{quote}"
 
 
 @lru_cache(maxsize=1024)
 def _strip_locations_cached(text: str) -> str:
-    if "." not in text and ":" not in text:
+    lowered = text.lower()
+    if not any(char in text for char in ".:'\"") and not any(
+        word in lowered for word in ("host", "port", "server")
+    ):
         return text
     text = _LOCATION_URL_RE.sub(_URL_MARKER, text)
+    if "(" in text:
+        text = _LOCATION_SOCKADDR_RE.sub(_HOST_MARKER, text)
     text = _LOCATION_HOST_PORT_RE.sub(_HOST_MARKER, text)
-    return _LOCATION_IPV4_RE.sub(_HOST_MARKER, text)
+    text = _LOCATION_IPV4_RE.sub(_HOST_MARKER, text)
+    lowered = text.lower()
+    if "port" in lowered:
+        text = _LOCATION_PORT_RE.sub(rf"\g<key>\g<sep>{_PORT_MARKER}", text)
+    if "." in text or "localhost" in lowered:
+        text = _LOCATION_HOSTNAME_RE.sub(_HOST_MARKER, text)
+    if "host" in lowered or "server" in lowered:
+        text = _LOCATION_HOST_VALUE_RE.sub(_host_value_repl, text)
+    return text
 
 
 def strip_locations(text: str) -> str:
@@ -575,7 +897,7 @@ def scrub_public_text(text: str, *, max_length: int = 2000) -> str:
     Use it for every message a client, a model or an event consumer reads; the server log
     keeps the locations (it is scrubbed with :func:`scrub_text` only).
     """
-    return scrub_text(strip_locations(text), max_length=max_length)
+    return strip_locations(scrub_text(text, max_length=max_length))
 
 
 # --------------------------------------------------------------------------------------
