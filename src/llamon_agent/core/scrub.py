@@ -71,12 +71,15 @@ def _marker(kind: str) -> str:
 # that scanning stays linear in the input length).
 # --------------------------------------------------------------------------------------
 
-_PEM_LABEL: Final = r"[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?[ \t]*-{3,}"
+_PEM_SPACE: Final = r"(?:[ +]|%20)"
+_PEM_LABEL: Final = (
+    rf"(?:[A-Z0-9 +]|%20){{0,40}}PRIVATE{_PEM_SPACE}KEY(?:{_PEM_SPACE}BLOCK)?[ \t]*-{{3,}}"
+)
 # A whole block (to its END line, or to the end of the text when it was cut), or the tail
 # of one whose BEGIN line is not in this text: its base64 lines and the END line.
 _PRIVATE_KEY_RE: Final = re.compile(
     rf"-{{3,}}[ \t]*BEGIN{_PEM_LABEL}.*?(?:-{{3,}}[ \t]*END{_PEM_LABEL}|\Z)"
-    rf"|(?:[A-Za-z0-9+/=]{{8,}}(?:\\[rn]|\s)+)*-{{3,}}[ \t]*END{_PEM_LABEL}",
+    rf"|(?:[A-Za-z0-9+/=]{{4,}}[ \t]*(?:\\[rn]|\r?\n))*-{{3,}}[ \t]*END{_PEM_LABEL}",
     re.DOTALL,
 )
 
@@ -617,28 +620,39 @@ def _redact_prose(text: str) -> str:
 
 # -- encoded text ------------------------------------------------------------------------
 
-_PERCENT_RE: Final = re.compile(r"%[0-9A-Fa-f]{2}")
-_JSON_ESCAPE_RE: Final = re.compile(r"\\(?:u[0-9A-Fa-f]{4}|[\"\\/])")
-_JSON_ESCAPES: Final = {'\\"': '"', "\\\\": "\\", "\\/": "/"}
+_PERCENT_RUN_RE: Final = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
+_JSON_ESCAPE_RE: Final = re.compile(r"\\(?:u[0-9A-Fa-f]{4}|/)")
+# Characters that end a value: decoding them would cut an encoded secret in two, so they
+# stay encoded (a value holding "%26" is still one value).
+_KEEP_ENCODED: Final = frozenset(" \t\r\n&;,\"'`#<>()[]{}\\")
 _MAX_DECODE_ROUNDS: Final = 3
+
+
+def _percent_run(match: re.Match[str]) -> str:
+    decoded = urllib.parse.unquote(match.group(0), errors="replace")
+    if not any(char in _KEEP_ENCODED for char in decoded):
+        return decoded
+    return "".join(urllib.parse.quote(c, safe="") if c in _KEEP_ENCODED else c for c in decoded)
 
 
 def _json_unescape(match: re.Match[str]) -> str:
     escape = match.group(0)
-    if escape[1] == "u":
-        char = chr(int(escape[2:], 16))
-        return "\ufffd" if "\ud800" <= char <= "\udfff" else char
-    return _JSON_ESCAPES[escape]
+    if escape == "\\/":
+        return "/"
+    char = chr(int(escape[2:], 16))
+    if char in _KEEP_ENCODED or "\ud800" <= char <= "\udfff":
+        return escape
+    return char
 
 
 def _decoded(text: str) -> str:
-    """``text`` with percent-encoding and JSON string escapes undone (nested up to 3 deep);
-    ``text`` itself when it has neither."""
+    """``text`` with percent-encoding and JSON ``\\uXXXX`` / ``\\/`` escapes undone (nested
+    up to 3 deep), except for characters that end a value; ``text`` when it has none."""
     for _ in range(_MAX_DECODE_ROUNDS):
         before = text
-        if "%" in text and _PERCENT_RE.search(text):
-            text = urllib.parse.unquote(text, errors="replace")
-        if "\\" in text and _JSON_ESCAPE_RE.search(text):
+        if "%" in text:
+            text = _PERCENT_RUN_RE.sub(_percent_run, text)
+        if "\\" in text:
             text = _JSON_ESCAPE_RE.sub(_json_unescape, text)
         if text == before:
             break
@@ -682,7 +696,7 @@ _Replacement = str | Callable[[re.Match[str]], str]
 # (pattern, replacement, needles): a pass runs only when one of its needles occurs in the
 # lower-cased text (None: always).  The needles are cheap C-speed pre-checks.
 _TEXT_PASSES: Final[tuple[tuple[re.Pattern[str], _Replacement, tuple[str, ...] | None], ...]] = (
-    (_PRIVATE_KEY_RE, _marker("private_key"), ("private key",)),
+    (_PRIVATE_KEY_RE, _marker("private_key"), ("private key", "private%20key", "private+key")),
     (_URL_USERINFO_RE, r"\g<scheme>" + REDACTED + "@", ("://",)),
     (_JWT_RE, _marker("jwt"), ("eyj",)),
     (_API_KEY_RE, _marker("api_key"), None),
@@ -712,18 +726,17 @@ def _scrub_plain(text: str) -> str:
 
 
 def _scrub_full(text: str) -> str:
-    """Every pass; then, when percent-encoding or JSON escapes remain, every pass again
-    over the decoded text, which replaces the text when that finds something more. Runs
-    that are base64 of a text holding a secret become ``[REDACTED:secret]``."""
-    text = _scrub_plain(text)
+    """Every pass. Text with percent-encoding or JSON escapes is decoded first and the
+    decoded text is what comes out when it holds something to redact; runs that are
+    base64 of a text holding a secret become ``[REDACTED:secret]``."""
+    decoded = _decoded(text) if "%" in text or "\\" in text else text
+    if decoded != text:
+        scrubbed = _scrub_plain(decoded)
+        text = scrubbed if scrubbed != decoded else _scrub_plain(text)
+    else:
+        text = _scrub_plain(text)
     if len(text) >= 12 and _BASE64_RE.search(text):
         text = _BASE64_RE.sub(_base64_repl, text)
-    if "%" in text or "\\" in text:
-        decoded = _decoded(text)
-        if decoded != text:
-            again = _scrub_plain(decoded)
-            if again != decoded:
-                return again
     return text
 
 
