@@ -144,8 +144,9 @@ _PHONE_RE: Final = re.compile(
 # key=value / key: value / "key": "value" / key => value.  The value is parsed by hand.
 _KV_RE: Final = re.compile(
     r"(?<![A-Za-z0-9_])(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{0,63}+)"
-    r"(?P<kq>\\?[\"']?)(?P<sep>[ \t]*+(?:=>|:=|[:=])[ \t]*+)"
+    r"(?P<kq>(?:\\{1,4})?[\"']?)(?P<sep>[ \t]*+(?:=>|:=|[:=])[ \t]*+)"
 )
+_ESCAPED_QUOTE_RE: Final = re.compile(r"\\{1,4}[\"']")
 _UNQUOTED_VALUE_RE: Final = re.compile(r"[^\s&,;\"'`]+")
 _DQ_BODY_RE: Final = re.compile(r"(?:[^\"\\\r\n]|\\.)*")
 _SQ_BODY_RE: Final = re.compile(r"(?:[^'\\\r\n]|\\.)*")
@@ -235,6 +236,7 @@ _TEXT_SECRET_PAIRS: Final = {
     ("private", "key"): "secret",
     ("session", "id"): "session",
     ("auth", "code"): "secret",
+    ("input", "value"): "input",  # pydantic's "input_value='...'": a request's or upstream's data
 }
 _TEXT_IDENTITY_LAST: Final = {
     "user": "user_id",
@@ -361,9 +363,10 @@ def _line_end(text: str, pos: int) -> int:
 
 def _value_span(text: str, pos: int) -> tuple[int, int, bool] | None:
     """Where the value starting at ``pos`` lies: (start, end, quoted); None when empty."""
-    if text.startswith(('\\"', "\\'"), pos):
-        quote = "\\" + text[pos + 1]
-        start = pos + 2
+    escaped = _ESCAPED_QUOTE_RE.match(text, pos) if text.startswith("\\", pos) else None
+    if escaped is not None:
+        quote = escaped.group(0)
+        start = escaped.end()
         eol = _line_end(text, start)
         close = text.find(quote, start, eol)
         return start, close if close >= 0 else eol, True
@@ -621,41 +624,40 @@ def _redact_prose(text: str) -> str:
 # -- encoded text ------------------------------------------------------------------------
 
 _PERCENT_RUN_RE: Final = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
-_JSON_ESCAPE_RE: Final = re.compile(r"\\(?:u[0-9A-Fa-f]{4}|/)")
-# Characters that end a value: decoding them would cut an encoded secret in two, so they
-# stay encoded (a value holding "%26" is still one value).
-_KEEP_ENCODED: Final = frozenset(" \t\r\n&;,\"'`#<>()[]{}\\")
+_JSON_ESCAPE_RE: Final = re.compile(r"\\{1,4}(?:u[0-9A-Fa-f]{4}|/)")  # escaped, or escaped twice
+# Characters that end a value in a query or a quoted string: decoding them would cut an
+# encoded secret in two, so they stay encoded (a value holding "%26" is still one value).
+_KEEP_ENCODED: Final = frozenset("&;,\"'`")
+_KEEP_NOTHING: Final[frozenset[str]] = frozenset()
+_QUERY_RE: Final = re.compile(r"\?[^\s'\"<>`]+")
 _MAX_DECODE_ROUNDS: Final = 3
 
 
-def _percent_run(match: re.Match[str]) -> str:
+def _percent_run(match: re.Match[str], keep: frozenset[str]) -> str:
     decoded = urllib.parse.unquote(match.group(0), errors="replace")
-    if not any(char in _KEEP_ENCODED for char in decoded):
+    if not any(char in keep or char < " " for char in decoded):
         return decoded
-    return "".join(urllib.parse.quote(c, safe="") if c in _KEEP_ENCODED else c for c in decoded)
+    # control characters stay encoded too: "%09" inside a password is not a separator
+    return "".join(urllib.parse.quote(c, safe="") if c in keep or c < " " else c for c in decoded)
 
 
-def _json_unescape(match: re.Match[str]) -> str:
+def _json_unescape(match: re.Match[str], keep: frozenset[str]) -> str:
     escape = match.group(0)
-    if escape == "\\/":
+    if escape.endswith("/"):
         return "/"
-    char = chr(int(escape[2:], 16))
-    if char in _KEEP_ENCODED or "\ud800" <= char <= "\udfff":
+    char = chr(int(escape[-4:], 16))
+    if char in keep or "\ud800" <= char <= "\udfff":
         return escape
     return char
 
 
-def _decoded(text: str) -> str:
-    """``text`` with percent-encoding and JSON ``\\uXXXX`` / ``\\/`` escapes undone (nested
-    up to 3 deep), except for characters that end a value; ``text`` when it has none."""
-    for _ in range(_MAX_DECODE_ROUNDS):
-        before = text
-        if "%" in text:
-            text = _PERCENT_RUN_RE.sub(_percent_run, text)
-        if "\\" in text:
-            text = _JSON_ESCAPE_RE.sub(_json_unescape, text)
-        if text == before:
-            break
+def _decode_once(text: str, keep: frozenset[str]) -> str:
+    """``text`` with one layer of percent-encoding and JSON ``\\uXXXX`` / ``\\/`` escapes
+    undone, except for the characters in ``keep``."""
+    if "%" in text:
+        text = _PERCENT_RUN_RE.sub(lambda match: _percent_run(match, keep), text)
+    if "\\" in text:
+        text = _JSON_ESCAPE_RE.sub(lambda match: _json_unescape(match, keep), text)
     return text
 
 
@@ -725,16 +727,72 @@ def _scrub_plain(text: str) -> str:
     return text
 
 
+def _plus_as_space(text: str) -> str:
+    """Form encoding: "+" is a space in percent-encoded text and in a URL's query."""
+    if "+" not in text:
+        return text
+    if _PERCENT_RUN_RE.search(text):
+        return text.replace("+", " ")
+    if "?" in text:
+        return _QUERY_RE.sub(lambda match: match.group(0).replace("+", " "), text)
+    return text
+
+
+def _layered(text: str, *, scrub_each: bool) -> tuple[str, bool]:
+    """``text`` decoded layer by layer (up to 3 per stage) and scrubbed: after each layer
+    (``scrub_each``, so a secret whose own characters are percent-encoded is found before
+    they are decoded) or once at the end (so a token split by an encoded space is whole
+    again). Stages: decoded but for the characters that end a value (an encoded "&"
+    inside a secret keeps it one value), then entirely, "+" as a space. Also says whether
+    anything was found."""
+    current = text
+    found = False
+    for keep in (_KEEP_ENCODED, _KEEP_NOTHING):
+        if keep is _KEEP_NOTHING:
+            if not found:
+                current = text  # start again from the text as it came
+            spaced = _plus_as_space(current)
+            if spaced != current:
+                current = _scrub_plain(spaced) if scrub_each else spaced
+                found = found or current != spaced
+        for _ in range(_MAX_DECODE_ROUNDS):
+            decoded = _decode_once(current, keep)
+            if decoded == current:
+                break
+            current = _scrub_plain(decoded) if scrub_each else decoded
+            found = found or current != decoded
+        if not scrub_each:
+            scrubbed = _scrub_plain(current)
+            found = found or scrubbed != current
+            current = scrubbed
+    return current, found
+
+
+def _visible(text: str) -> int:
+    """How many letters and digits ``text`` shows outside redaction markers."""
+    return sum(char.isalnum() for char in _MARKER_RE.sub("", text))
+
+
+def _scrub_decoded(text: str) -> str:
+    """``text`` scrubbed after decoding, when the decoded text holds something to redact
+    (of two ways of decoding, the one that leaves less visible); else ``text`` scrubbed
+    as it is."""
+    candidates = [
+        result
+        for result, found in (_layered(text, scrub_each=True), _layered(text, scrub_each=False))
+        if found
+    ]
+    if not candidates:
+        return _scrub_plain(text)
+    return min(candidates, key=_visible)
+
+
 def _scrub_full(text: str) -> str:
     """Every pass. Text with percent-encoding or JSON escapes is decoded first and the
     decoded text is what comes out when it holds something to redact; runs that are
     base64 of a text holding a secret become ``[REDACTED:secret]``."""
-    decoded = _decoded(text) if "%" in text or "\\" in text else text
-    if decoded != text:
-        scrubbed = _scrub_plain(decoded)
-        text = scrubbed if scrubbed != decoded else _scrub_plain(text)
-    else:
-        text = _scrub_plain(text)
+    encoded = "%" in text or "\\" in text or ("+" in text and "?" in text)
+    text = _scrub_decoded(text) if encoded else _scrub_plain(text)
     if len(text) >= 12 and _BASE64_RE.search(text):
         text = _BASE64_RE.sub(_base64_repl, text)
     return text
