@@ -72,9 +72,7 @@ def encode(text: str, encoding: str) -> str:
 
 def cases() -> st.SearchStrategy[Case]:
     """Every secret kind x every encoding x every carrier."""
-    return st.builds(
-        Case, secret_samples(), st.sampled_from(ENCODINGS), st.sampled_from(CARRIERS)
-    )
+    return st.builds(Case, secret_samples(), st.sampled_from(ENCODINGS), st.sampled_from(CARRIERS))
 
 
 class _Order(BaseModel):

@@ -6,10 +6,13 @@ logger.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import queue
 import re
 import socket
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,11 +22,14 @@ import pytest
 from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import InvalidParamsError
 from a2a.utils.errors import ServerError
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from llamon_agent.a2a import AgentContext, create_app
 from llamon_agent.core.error_data import ProtocolErrorData
 
+from ..boundary_cases import Case, build, cases, reveals
 from .jsonrpc_utils import post, post_stream, request, text_message
 from .server_utils import make_card, running_server
 
@@ -231,3 +237,92 @@ async def test_an_agent_whose_database_refuses_tells_the_client_no_address_or_po
             assert "S3cretDbPw" not in text, reply
             assert not _mentions_port(text, port), reply
     assert not [line for line in debug_logs.lines if "S3cretDbPw" in line]
+
+
+# --- the property suite's cases over a real server ---------------------------------------
+
+
+async def _raises_what_it_is_told(ctx: AgentContext) -> str:
+    (instruction,) = ctx.data
+    raise build(str(instruction["carrier"]), str(instruction["text"]))
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[str]:
+    """One real server for the whole module's generated cases, in a thread of its own."""
+    ready: queue.Queue[tuple[str, asyncio.AbstractEventLoop, asyncio.Event]] = queue.Queue()
+
+    async def serve() -> None:
+        stop = asyncio.Event()
+        app = create_app(_raises_what_it_is_told, make_card())
+        async with running_server(app) as url:
+            ready.put((url, asyncio.get_running_loop(), stop))
+            await stop.wait()
+
+    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
+    thread.start()
+    url, loop, stop = ready.get(timeout=30)
+    try:
+        yield url
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(timeout=30)
+
+
+def _answered(reply: dict[str, Any]) -> object:
+    """What the server said, without the caller's own message echoed in ``history``."""
+    result = reply.get("result")
+    if isinstance(result, dict):
+        return {key: value for key, value in result.items() if key != "history"}
+    return reply
+
+
+def _data_message(case: Case) -> dict[str, Any]:
+    return text_message(
+        "go",
+        parts=[
+            {"kind": "text", "text": "go"},
+            {"kind": "data", "data": {"carrier": case.carrier, "text": case.text}},
+        ],
+    )
+
+
+@settings(
+    max_examples=200,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(case=cases(), streaming=st.booleans())
+def test_generated_secrets_never_reach_a_client_of_a_real_server(
+    served: str, case: Case, streaming: bool
+) -> None:
+    method = "message/stream" if streaming else "message/send"
+    body = request(method, {"message": _data_message(case)})
+    seen: list[object] = []
+    with httpx.Client(timeout=20.0) as http:
+        if streaming:
+            with http.stream("POST", served + "/", json=body) as response:
+                replies = [
+                    json.loads(line.removeprefix("data:"))
+                    for line in response.iter_lines()
+                    if line.startswith("data:")
+                ]
+            last = replies[-1]
+            seen.extend(_answered(reply) for reply in replies)
+        else:
+            last = http.post(served + "/", json=body).json()
+            seen.append(_answered(last))
+        assert isinstance(last, dict)
+        result = last.get("result")
+        task_id = result.get("taskId") or result.get("id") if isinstance(result, dict) else None
+        if task_id:  # the stored task, as tasks/get answers it
+            stored = http.post(served + "/", json=request("tasks/get", {"id": task_id})).json()
+            assert stored["result"]["status"]["state"] == "failed", stored
+            seen.append(_answered(stored))
+        else:
+            assert "error" in last, last
+    output = json.dumps(seen, ensure_ascii=False)
+    if reveals(case.sample.value, output, context=case.sample.text.replace(case.sample.value, "")):
+        raise AssertionError(f"{case!r} reached the client: {output}")
