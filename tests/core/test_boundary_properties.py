@@ -6,7 +6,7 @@ by every way an exception carries text (its message, args, ``__cause__``/``__con
 notes, ExceptionGroups, a ServerError's data, httpx request URLs and headers, pydantic
 validation input), must not come back out of any surface: error data and failure records,
 JSON-RPC errors, the executor's events (send and stream), and log lines of every logger at
-every level. ``tests/a2a/test_boundary_e2e.py`` runs a few hundred of the same cases over a
+every level. ``tests/a2a/test_boundary_e2e.py`` runs 200 of the same cases over a
 real server. Deterministic: hypothesis is derandomized, no example database.
 """
 
