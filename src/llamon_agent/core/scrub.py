@@ -496,24 +496,10 @@ _PROSE_RE: Final = re.compile(
     r")",
     re.IGNORECASE,
 )
-_PROSE_NEEDLES: Final = (
-    "pass",
-    "pwd",
-    "secret",
-    "key",
-    "pin",
-    "kennwort",
-    "mot de",
-    "contras",
-    "clave",
-    "senha",
-    "비밀번호",
-    "패스워드",
-    "암호",
-    "パスワード",
-    "暗証番号",
-    "密码",
-    "口令",
+_PROSE_NEEDLE_RE: Final = re.compile(
+    r"pass|pwd|secret|key|pin|kennwort|mot de|contras|clave|senha"
+    r"|비밀번호|패스워드|암호|パスワード|暗証番号|密码|口令",
+    re.IGNORECASE,
 )
 # Words that follow "password is ..." in an ordinary message: the value is not a secret.
 _PROSE_STOPWORDS: Final = frozenset(
@@ -721,8 +707,7 @@ def _scrub_plain(text: str) -> str:
         text = _redact_key_values(text)
     if "-" in text:
         text = _redact_cli_flags(text)
-    lowered = text.lower()
-    if any(needle in lowered for needle in _PROSE_NEEDLES):
+    if _PROSE_NEEDLE_RE.search(text):
         text = _redact_prose(text)
     return text
 
@@ -908,6 +893,7 @@ _LOCATION_HOST_VALUE_RE: Final = re.compile(
 _HOST_VALUE_KEEP: Final = frozenset(
     {"is", "was", "not", "unreachable", "down", "error", "closed", "refused", "name", "the", "a"}
 )
+_LOCATION_NEEDLE_RE: Final = re.compile(r"[.:'\"]|host|port|server", re.IGNORECASE)
 _URL_MARKER: Final = "[REDACTED:url]"
 _HOST_MARKER: Final = "[REDACTED:host]"
 _PORT_MARKER: Final = "[REDACTED:port]"
@@ -924,10 +910,7 @@ def _host_value_repl(match: re.Match[str]) -> str:
 
 @lru_cache(maxsize=1024)
 def _strip_locations_cached(text: str) -> str:
-    lowered = text.lower()
-    if not any(char in text for char in ".:'\"") and not any(
-        word in lowered for word in ("host", "port", "server")
-    ):
+    if not _LOCATION_NEEDLE_RE.search(text):
         return text
     text = _LOCATION_URL_RE.sub(_URL_MARKER, text)
     if "(" in text:
