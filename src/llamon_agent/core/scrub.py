@@ -12,8 +12,10 @@ What a caller sees:
   under ``dropped_keys``.
 * :func:`scrub_public_text` is :func:`scrub_text` for text that leaves the process (an
   error message a client, a model or an event consumer reads): it also removes every
-  upstream location -- URLs become ``[REDACTED:url]``, ``host:port`` pairs and IPv4
-  addresses ``[REDACTED:host]`` (:func:`strip_locations`). Log lines keep them.
+  upstream location -- URLs become ``[REDACTED:url]``; ``host:port`` pairs, IPv4
+  addresses, socket addresses (``('127.0.0.1', 5432)``) and host names
+  ``[REDACTED:host]``; ``port 5432`` ``port [REDACTED:port]`` (:func:`strip_locations`).
+  Log lines keep them.
 * :func:`keyed_hash` returns a 16-hex-char HMAC-SHA256 digest, so two records about the same
   user or session can be correlated without storing the raw identifier.
 
@@ -817,8 +819,20 @@ def scrub_text(text: str, *, max_length: int = 2000) -> str:
     * URL user-info -> ``scheme://[REDACTED]@host``;
     * e-mail addresses -> ``[REDACTED:email]``; phone numbers (E.164, Korean mobile,
       North American with separators) -> ``[REDACTED:phone]``;
+    * card numbers (13-19 digits starting with 2-6, plain or in card groups, Luhn-valid)
+      -> ``[REDACTED:card]``;
+    * credentials in prose ("password is X", "PIN is X", "Passwort ist X", "mot de passe
+      : X", "contraseña es X", "비밀번호는 X", "パスワードは X" ...) -> ``[REDACTED:password]``
+      (a word such as "required" or "incorrect" after "password is" is kept);
+    * pydantic's ``input_value=...`` -> ``[REDACTED:input]``;
     * runs of 32+ token characters that contain letters and digits and look random ->
+      ``[REDACTED:secret]``; runs that are base64 of a text holding any of the above ->
       ``[REDACTED:secret]``.
+
+    Percent-encoded and JSON-escaped text (``%40``, ``%2540``, ``\\u0040``, ``\\/``) is
+    decoded layer by layer before matching; when the decoded text holds something, the
+    decoded, scrubbed text is returned. PEM private keys are matched as one block (RSA,
+    EC, OpenSSH, PGP; cut short, or a tail without its ``BEGIN`` line).
 
     Kept on purpose: dates, times, versions, ports, HTTP statuses, counts, IP addresses,
     16-hex keyed hashes, file paths and canonical UUIDs (UUIDs are correlation ids such as
@@ -932,8 +946,11 @@ def strip_locations(text: str) -> str:
 
     URLs of any scheme (with their user-info, host, path and query) become
     ``[REDACTED:url]``; ``host:port`` pairs (a dotted name, ``localhost``, an IPv4 or a
-    bracketed IPv6 address) and bare IPv4 addresses become ``[REDACTED:host]``. Never
-    raises (``[REDACTED:scrub_failed]`` on an internal error).
+    bracketed IPv6 address), bare IPv4 addresses, socket addresses as Python prints them
+    (``('127.0.0.1', 5432)``, ``('::1', 5432, 0, 0)``), host names ending in a public or
+    internal domain (``db.prod.internal``) and the value of ``host=``, ``host name "x"``,
+    ``server: x`` become ``[REDACTED:host]``; the number after ``port`` becomes
+    ``[REDACTED:port]``. Never raises (``[REDACTED:scrub_failed]`` on an internal error).
     """
     try:
         if not isinstance(text, str):
