@@ -6,8 +6,10 @@ import datetime as dt
 import enum
 import hashlib
 import hmac
+import json
 import re
 import time
+import urllib.parse
 from collections.abc import Iterator, Mapping
 
 import pytest
@@ -857,3 +859,183 @@ def test_strip_locations_is_fast_on_hostile_input(hostile: str) -> None:
     started = time.perf_counter()
     scrub.strip_locations(hostile)
     assert time.perf_counter() - started < 2.0
+
+
+# --- encoded secrets: percent-encoding, JSON escapes, base64; private keys as one block ------
+
+
+@pytest.mark.parametrize(
+    ("text", "secret", "expected"),
+    [
+        ("GET /search?q=alice%40corp.com&page=2", "alice", "GET /search?q=[REDACTED:email]&page=2"),
+        (
+            "redirect_uri=https%3A%2F%2Fbob%3APW-77aa%40idp.example%2Fcb",
+            "PW-77aa",
+            "redirect_uri=https://[REDACTED]@idp.example/cb",
+        ),
+        (
+            "body: password%3Dhunter22%26next%3D1",
+            "hunter22",
+            "body: password=[REDACTED:password]",
+        ),
+        ("double: q=carol%2540corp.com", "carol", "double: q=[REDACTED:email]"),
+        ('{"msg": "mail alice\\u0040corp.com"}', "alice", '{"msg": "mail [REDACTED:email]"}'),
+        (
+            "dsn https:\\/\\/bob:Pw-998877@db.example\\/x",
+            "Pw-998877",
+            "dsn https://[REDACTED]@db.example/x",
+        ),
+        (
+            "blob cGFzc3dvcmQ9aHVudGVyMjI= sent",
+            "cGFzc3dvcmQ9aHVudGVyMjI",
+            "blob [REDACTED:secret] sent",
+        ),
+        ("blob YWxpY2VAY29ycC5jb20 sent", "YWxpY2VAY29ycC5jb20", "blob [REDACTED:secret] sent"),
+    ],
+)
+def test_encoded_secrets_are_decoded_before_matching(text: str, secret: str, expected: str) -> None:
+    output = scrub_text(text)
+    assert output == expected
+    assert secret not in output
+
+
+def test_encoded_text_without_a_secret_keeps_its_encoding() -> None:
+    for text in ("GET /a%20b?x=1%2C2", 'path "C:\\\\tmp\\\\x"', "id SGVsbG8gV29ybGQh"):
+        assert scrub_text(text) == text
+
+
+def _pem(label: str) -> str:
+    body = "\n".join(["MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7" + "x" * 12] * 3)
+    return f"-----BEGIN {label}-----\n{body}\n=Ab9c\n-----END {label}-----"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        _pem("RSA PRIVATE KEY"),
+        _pem("PGP PRIVATE KEY BLOCK"),
+        _pem("OPENSSH PRIVATE KEY").replace("\n", "\\n"),
+        urllib.parse.quote(_pem("PRIVATE KEY")),
+        json.dumps({"key": _pem("EC PRIVATE KEY")}),
+        # the tail of a block whose BEGIN line is not in this text
+        _pem("PRIVATE KEY").split("\n", 2)[2],
+    ],
+)
+def test_a_private_key_block_is_redacted_as_one(text: str) -> None:
+    output = scrub_text(f"loaded {text} from vault")
+    assert "[REDACTED:private_key]" in output
+    for piece in ("MIIEvQIB", "=Ab9c", "xxxxxxxx", "BgkqhkiG"):
+        assert piece not in output, output
+    assert output.startswith("loaded ")
+
+
+# --- card numbers and credentials in prose ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "card",
+    [
+        "4111111111111111",
+        "4111 1111 1111 1111",
+        "4111-1111-1111-1111",
+        "5500 0000 0000 0004",
+        "3400 000000 00009",
+        "6011000990139424",
+        "4222222222222",
+        "2221000000000009",
+        "6221260000000000001",
+    ],
+)
+def test_card_numbers_are_redacted(card: str) -> None:
+    assert scrub_text(f"charge card {card} declined") == "charge card [REDACTED:card] declined"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "order 4111111111111112 shipped",  # fails the Luhn check
+        "order id 5500-0000-0000-0005",
+        "ts 1732960000000 and 1732960000123456789",  # epoch ms / ns
+        "ISBN 978-0-306-40615-7 and 9780306406157",
+        "task 550e8400-e29b-41d4-a716-446655440000",
+        "trace 41110000-1111-1111-1111-111111111111",
+        "re order 4111-1111-111",
+        "amount 4111.11 and build 5.500.000.000.000.004",
+        "order no 6011-0009-9013-9425",
+    ],
+)
+def test_numbers_that_are_not_cards_survive(text: str) -> None:
+    assert scrub_text(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("the password is Tr0ub4dor&3", "Tr0ub4dor"),
+        ("Password was 'correct horse battery'", "correct horse"),
+        ("my pwd: hunter2x", "hunter2x"),
+        ("secret=s3cr3t-value", "s3cr3t-value"),
+        ("the api key is ak_live_998877", "ak_live_998877"),
+        ("PIN is 4821", "4821"),
+        ("Das Passwort ist Geheim123!", "Geheim123"),
+        ("Kennwort lautet Sommer2026", "Sommer2026"),
+        ("le mot de passe est Soleil99", "Soleil99"),
+        ("mot de passe : Soleil99", "Soleil99"),
+        ("la contraseña es Luna-2026", "Luna-2026"),
+        ("contraseña: Luna-2026", "Luna-2026"),
+        ("비밀번호는 qwer1234입니다", "qwer1234"),
+        ("비밀번호: qwer1234", "qwer1234"),
+        ("パスワードは sakura77 です", "sakura77"),
+        ("パスワード：sakura77", "sakura77"),
+    ],
+)
+def test_credentials_in_prose_are_redacted(text: str, secret: str) -> None:
+    output = scrub_text(text)
+    assert secret not in output, output
+    assert "[REDACTED:" in output
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "password is required",
+        "the password is incorrect.",
+        "Password was reset; token is expired",
+        "secret is missing from the vault config",
+        "Das Passwort ist falsch",
+        "le mot de passe est invalide",
+        "la contraseña es incorrecta",
+        "password_required=true",
+    ],
+)
+def test_ordinary_sentences_about_passwords_survive(text: str) -> None:
+    assert scrub_text(text) == text
+
+
+# --- locations in client-visible text ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Connect call failed ('127.0.0.1', 55432)", "Connect call failed [REDACTED:host]"),
+        (
+            "Cannot assign requested address ('::1', 55432, 0, 0)",
+            "Cannot assign requested address [REDACTED:host]",
+        ),
+        (
+            'could not translate host name "db-primary" to address',
+            'could not translate host name "[REDACTED:host]" to address',
+        ),
+        (
+            'connection to server at "pg.prod.internal" (10.1.2.3), port 5432 failed',
+            'connection to server at "[REDACTED:host]" ([REDACTED:host]), port '
+            "[REDACTED:port] failed",
+        ),
+        ("host=pg1 port=5433 dbname=app", "host=[REDACTED:host] port=[REDACTED:port] dbname=app"),
+        ("resolving api.openai.com failed", "resolving [REDACTED:host] failed"),
+        ("server responded 500; see scrub.py and a2a.server.apps", None),
+    ],
+)
+def test_strip_locations_removes_backend_addresses(text: str, expected: str | None) -> None:
+    assert scrub.strip_locations(text) == (text if expected is None else expected)

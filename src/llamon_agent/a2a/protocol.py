@@ -37,12 +37,13 @@ from a2a.types import (
     UnsupportedOperationError,
 )
 from a2a.utils.errors import ServerError
+from pydantic import ValidationError
 
 from llamon_agent.core.classify import classify_exception
 from llamon_agent.core.codes import ErrorCode, json_rpc_to_error_code, snake_case
-from llamon_agent.core.error_data import make_protocol_error_data
+from llamon_agent.core.error_data import ProtocolErrorData, make_protocol_error_data
 from llamon_agent.core.messages import public_message
-from llamon_agent.core.scrub import scrub_text
+from llamon_agent.core.scrub import scrub_public_text
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -186,22 +187,52 @@ def extended_card_not_configured() -> ServerError:
 def with_protocol_data(error: ServerError) -> ServerError:
     """The same error with ``ProtocolErrorData`` in ``data`` and a scrubbed message.
 
-    Data that already has an ``errorCode`` is kept. An ``InternalError``'s own message is
-    replaced by a generic one: it is usually ``str(exc)`` of something unexpected. Task
-    states in a2a-sdk's messages read as on the wire (``completed``, not
+    This is the security boundary of every JSON-RPC error: whoever built the error, its
+    message and every string of its data leave scrubbed and without upstream locations
+    (``scrub_public_text``), and its data holds only ``ProtocolErrorData``'s fields (data
+    that is not such a payload is rebuilt from the JSON-RPC code). An ``InternalError``'s
+    own message is replaced by a generic one unless its data already carries an
+    ``errorCode`` (ours always do): it is usually ``str(exc)`` of something unexpected.
+    Task states in a2a-sdk's messages read as on the wire (``completed``, not
     ``TaskState.completed``).
     """
     inner = error.error or InternalError()
-    data = inner.data if isinstance(inner.data, dict) else None
-    if data is not None and "errorCode" in data:
-        return error
+    payload = _known_payload(inner.data)
+    if payload is not None:
+        message = scrub_public_text(inner.message or "")
+        if message == inner.message and payload == inner.data:
+            return error
+        return ServerError(error=inner.model_copy(update={"message": message, "data": payload}))
     code = json_rpc_to_error_code(inner.code)
     name = type(inner).__name__
     reason = snake_case(name.removesuffix("Error")) if name != "JSONRPCError" else "jsonrpc_error"
     internal = isinstance(inner, InternalError)
-    message = _INTERNAL_MESSAGE if internal else scrub_text(_wire_states(inner.message or ""))
+    message = (
+        _INTERNAL_MESSAGE if internal else scrub_public_text(_wire_states(inner.message or ""))
+    )
     payload = make_protocol_error_data(code, reason, message).to_wire()
     return ServerError(error=inner.model_copy(update={"message": message, "data": payload}))
+
+
+def _known_payload(data: object) -> dict[str, object] | None:
+    """``data`` as scrubbed ``ProtocolErrorData`` when it is one (has a valid errorCode)."""
+    if not isinstance(data, dict) or "errorCode" not in data:
+        return None
+    try:
+        wire = ProtocolErrorData.model_validate(data).to_wire()
+    except (ValidationError, TypeError, ValueError):
+        return None
+    return {key: _scrubbed_wire(value) for key, value in wire.items()}
+
+
+def _scrubbed_wire(value: object) -> object:
+    if isinstance(value, str):
+        return scrub_public_text(value)
+    if isinstance(value, list):
+        return [_scrubbed_wire(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _scrubbed_wire(item) for key, item in value.items()}
+    return value
 
 
 def protocol_error_for_exception(exc: Exception) -> ServerError:

@@ -2,9 +2,11 @@
 
 Our own log lines are scrubbed where they are written. Libraries underneath are not: a2a-sdk
 logs request bodies at DEBUG and pydantic validation errors (with the offending input) on
-a bad request, uvicorn and httpx log URLs. ``install_log_scrubbing()`` wraps the log-record
-factory so that every record from those libraries and from llamon itself is scrubbed when
-it is created -- message, arguments and traceback -- whatever handlers are configured.
+a bad request, sse_starlette logs every SSE chunk at DEBUG, uvicorn and httpx log URLs,
+database drivers log connection parameters. ``install_log_scrubbing()`` wraps the
+log-record factory so that every record of every logger (except the pre-scrubbed
+``llamon_agent.failures``) is scrubbed when it is created -- message, arguments and
+traceback -- whatever handlers are configured.
 The server installs it; ``LLAMON_SCRUB_LOGS=0`` turns it off.
 
 A record keeps its shape, so other libraries' formatters still work (uvicorn's access
@@ -44,16 +46,11 @@ __all__ = [
     "log_scrubbing_installed",
 ]
 
-SCRUBBED_LOGGERS: Final = (
-    "a2a",
-    "llamon_agent",
-    "uvicorn",
-    "httpx",
-    "httpcore",
-    "mcp",
-    "starlette",
-)
-"""Logger name prefixes whose records are scrubbed."""
+SCRUBBED_LOGGERS: Final = ("",)
+"""Logger name prefixes whose records are scrubbed: ``""``, every logger -- a2a-sdk,
+uvicorn, starlette, sse_starlette (which logs every SSE chunk at DEBUG), httpx, httpcore,
+mcp, asyncpg, sqlalchemy, aiosqlite, langgraph and whatever else a server imports --
+except ``PRE_SCRUBBED_LOGGERS``."""
 
 PRE_SCRUBBED_LOGGERS: Final = ("llamon_agent.failures",)
 """Loggers whose lines are built only from scrubbed values (``FailureRecord.to_dict()``)."""
@@ -149,7 +146,8 @@ def _scrubbed_factory(previous: Any) -> Any:
 
 
 def install_log_scrubbing() -> bool:
-    """Scrub every record of ``SCRUBBED_LOGGERS`` (once per process). True if installed."""
+    """Scrub every record of ``SCRUBBED_LOGGERS`` -- every logger but the pre-scrubbed
+    ones (once per process). True if installed."""
     global _installed
     if _installed or os.environ.get("LLAMON_SCRUB_LOGS", "1").strip() == "0":
         return _installed

@@ -84,9 +84,9 @@ def public_text(raw: str, exc: BaseException | None = None) -> str:
     When locations were removed, the scrubbed text with them is logged at INFO on
     ``llamon_agent.errors`` (once per ``exc`` when one is given).
     """
-    stripped = strip_locations(raw)
-    public = scrub_text(stripped)
-    if stripped != raw:
+    scrubbed = scrub_text(raw)
+    public = strip_locations(scrubbed)
+    if public != scrubbed:
         _log_withheld(raw, exc)
     return public
 

@@ -12,8 +12,10 @@ What a caller sees:
   under ``dropped_keys``.
 * :func:`scrub_public_text` is :func:`scrub_text` for text that leaves the process (an
   error message a client, a model or an event consumer reads): it also removes every
-  upstream location -- URLs become ``[REDACTED:url]``, ``host:port`` pairs and IPv4
-  addresses ``[REDACTED:host]`` (:func:`strip_locations`). Log lines keep them.
+  upstream location -- URLs become ``[REDACTED:url]``; ``host:port`` pairs, IPv4
+  addresses, socket addresses (``('127.0.0.1', 5432)``) and host names
+  ``[REDACTED:host]``; ``port 5432`` ``port [REDACTED:port]`` (:func:`strip_locations`).
+  Log lines keep them.
 * :func:`keyed_hash` returns a 16-hex-char HMAC-SHA256 digest, so two records about the same
   user or session can be correlated without storing the raw identifier.
 
@@ -23,6 +25,7 @@ Nothing here raises at response time: a scrubber failure yields a marker
 
 from __future__ import annotations
 
+import base64
 import datetime as _dt
 import enum
 import functools
@@ -32,6 +35,7 @@ import os
 import re
 import secrets
 import threading
+import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any, Final
@@ -69,9 +73,15 @@ def _marker(kind: str) -> str:
 # that scanning stays linear in the input length).
 # --------------------------------------------------------------------------------------
 
+_PEM_SPACE: Final = r"(?:[ +]|%20)"
+_PEM_LABEL: Final = (
+    rf"(?:[A-Z0-9 +]|%20){{0,40}}PRIVATE{_PEM_SPACE}KEY(?:{_PEM_SPACE}BLOCK)?[ \t]*-{{3,}}"
+)
+# A whole block (to its END line, or to the end of the text when it was cut), or the tail
+# of one whose BEGIN line is not in this text: its base64 lines and the END line.
 _PRIVATE_KEY_RE: Final = re.compile(
-    r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY-----.*?"
-    r"(?:-----END[A-Z0-9 ]{0,40}PRIVATE KEY-----|\Z)",
+    rf"-{{3,}}[ \t]*BEGIN{_PEM_LABEL}.*?(?:-{{3,}}[ \t]*END{_PEM_LABEL}|\Z)"
+    rf"|(?:[A-Za-z0-9+/=]{{4,}}[ \t]*(?:\\[rn]|\r?\n))*-{{3,}}[ \t]*END{_PEM_LABEL}",
     re.DOTALL,
 )
 
@@ -136,8 +146,9 @@ _PHONE_RE: Final = re.compile(
 # key=value / key: value / "key": "value" / key => value.  The value is parsed by hand.
 _KV_RE: Final = re.compile(
     r"(?<![A-Za-z0-9_])(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{0,63}+)"
-    r"(?P<kq>\\?[\"']?)(?P<sep>[ \t]*+(?:=>|:=|[:=])[ \t]*+)"
+    r"(?P<kq>(?:\\{1,4})?[\"']?)(?P<sep>[ \t]*+(?:=>|:=|[:=])[ \t]*+)"
 )
+_ESCAPED_QUOTE_RE: Final = re.compile(r"\\{1,4}[\"']")
 _UNQUOTED_VALUE_RE: Final = re.compile(r"[^\s&,;\"'`]+")
 _DQ_BODY_RE: Final = re.compile(r"(?:[^\"\\\r\n]|\\.)*")
 _SQ_BODY_RE: Final = re.compile(r"(?:[^'\\\r\n]|\\.)*")
@@ -227,6 +238,7 @@ _TEXT_SECRET_PAIRS: Final = {
     ("private", "key"): "secret",
     ("session", "id"): "session",
     ("auth", "code"): "secret",
+    ("input", "value"): "input",  # pydantic's "input_value='...'": a request's or upstream's data
 }
 _TEXT_IDENTITY_LAST: Final = {
     "user": "user_id",
@@ -353,9 +365,10 @@ def _line_end(text: str, pos: int) -> int:
 
 def _value_span(text: str, pos: int) -> tuple[int, int, bool] | None:
     """Where the value starting at ``pos`` lies: (start, end, quoted); None when empty."""
-    if text.startswith(('\\"', "\\'"), pos):
-        quote = "\\" + text[pos + 1]
-        start = pos + 2
+    escaped = _ESCAPED_QUOTE_RE.match(text, pos) if text.startswith("\\", pos) else None
+    if escaped is not None:
+        quote = escaped.group(0)
+        start = escaped.end()
         eol = _line_end(text, start)
         close = text.find(quote, start, eol)
         return start, close if close >= 0 else eol, True
@@ -430,12 +443,250 @@ def _redact_cli_flags(text: str) -> str:
     return "".join(pieces)
 
 
+# -- payment cards ----------------------------------------------------------------------
+
+# 13-19 digits starting like a card number (2-6: Mastercard, Visa, Amex, Diners, JCB,
+# Discover, UnionPay), plain or grouped by one kind of separator; judged by _card_repl.
+_CARD_RE: Final = re.compile(
+    r"(?<![0-9A-Za-z.\-+])[2-6][0-9](?:[0-9]|[ \-](?=[0-9])){11,22}(?![0-9A-Za-z]|[ .\-][0-9])"
+)
+_CARD_GROUPS: Final = re.compile(
+    r"[0-9]{4}(?:([ \-])[0-9]{4}){2}\1[0-9]{1,7}|[0-9]{4}([ \-])[0-9]{6}\2[0-9]{4,5}"
+)
+
+
+def _luhn_valid(digits: str) -> bool:
+    total = 0
+    for index, char in enumerate(reversed(digits)):
+        value = ord(char) - 48
+        if index % 2:
+            value = value * 2 - 9 if value > 4 else value * 2
+        total += value
+    return total % 10 == 0
+
+
+def _card_repl(match: re.Match[str]) -> str:
+    """A Luhn-valid card number (plain, or in 4-4-4-4 / 4-6-5 groups) -> a marker."""
+    run = match.group(0)
+    digits = run.replace(" ", "").replace("-", "")
+    if not 13 <= len(digits) <= 19 or not _luhn_valid(digits):
+        return run
+    if len(digits) != len(run) and not _CARD_GROUPS.fullmatch(run):
+        return run  # separators not where a card's groups are: an id, not a card
+    return _marker("card")
+
+
+# -- credentials in prose ---------------------------------------------------------------
+
+# "password is X", "the secret was X", "Passwort lautet X", "mot de passe : X",
+# "contraseña es X", "비밀번호는 X", "パスワードは X" ... (key/value forms such as
+# "pwd: X" and "secret=X" are the key/value pass's).
+_PROSE_KEYS: Final = (
+    r"pass(?:word|wd|phrase|code)?|pwd|secret|(?:api|access|secret)[ _\-]?key|pin(?: code)?"
+    r"|passwort|kennwort|mot de passe|contrase(?:ñ|n)a|clave|senha"
+    r"|비밀번호|패스워드|암호|パスワード|暗証番号|密码|口令"
+)
+_PROSE_RE: Final = re.compile(
+    rf"(?<![A-Za-z_])(?P<key>{_PROSE_KEYS})(?![A-Za-z_])"
+    r"(?P<sep>"
+    r"[ \t]*(?:[:=：]|->|=>)[ \t]*"
+    r"|[ \t]+(?:is|was|is now|is still|is set to|was set to|set to|has been set to"
+    r"|ist|lautet|war|est|était|es|era|é)(?:[ \t]*:)?[ \t]+"
+    r"|(?:는|은|가|이|를|을|란|:)[ \t]*(?::[ \t]*)?"
+    r"|(?:は|が|を)[ \t]*(?:[:：][ \t]*)?"
+    r"|[ \t]+(?=[\"'])"
+    r")",
+    re.IGNORECASE,
+)
+_PROSE_NEEDLE_RE: Final = re.compile(
+    r"pass|pwd|secret|key|pin|kennwort|mot de|contras|clave|senha"
+    r"|비밀번호|패스워드|암호|パスワード|暗証番号|密码|口令",
+    re.IGNORECASE,
+)
+# Words that follow "password is ..." in an ordinary message: the value is not a secret.
+_PROSE_STOPWORDS: Final = frozenset(
+    {
+        "a",
+        "an",
+        "the",
+        "not",
+        "too",
+        "now",
+        "still",
+        "also",
+        "being",
+        "been",
+        "set",
+        "required",
+        "incorrect",
+        "invalid",
+        "wrong",
+        "missing",
+        "expired",
+        "empty",
+        "blank",
+        "correct",
+        "valid",
+        "weak",
+        "strong",
+        "short",
+        "long",
+        "reset",
+        "changed",
+        "unset",
+        "none",
+        "null",
+        "unknown",
+        "ok",
+        "fine",
+        "locked",
+        "disabled",
+        "enabled",
+        "needed",
+        "mandatory",
+        "optional",
+        "rejected",
+        "accepted",
+        "redacted",
+        "hidden",
+        "same",
+        "falsch",
+        "ungültig",
+        "erforderlich",
+        "abgelaufen",
+        "leer",
+        "nicht",
+        "requis",
+        "invalide",
+        "expiré",
+        "vide",
+        "pas",
+        "obligatoria",
+        "inválida",
+        "incorrecta",
+        "requerida",
+        "vacía",
+        "no",
+        "틀렸습니다",
+        "필요합니다",
+        "잘못되었습니다",
+        "만료되었습니다",
+    }
+)
+_PROSE_VALUE_RE: Final = re.compile(r"[^\s,;\"'`)\]}]+")
+
+
+def _redact_prose(text: str) -> str:
+    pieces: list[str] = []
+    cursor = 0
+    for match in _PROSE_RE.finditer(text):
+        pos = match.end()
+        if pos < cursor:
+            continue
+        if pos < len(text) and text[pos] in "\"'":
+            span = _value_span(text, pos)
+            if span is None:
+                continue
+            start, end, _ = span
+        else:
+            value = _PROSE_VALUE_RE.match(text, pos)
+            if value is None:
+                continue
+            start, end = value.span()
+        word = text[start:end].rstrip(".!?:")
+        if not word or _is_marker(word) or word.lower() in _PROSE_STOPWORDS:
+            continue
+        if word.startswith("[REDACTED"):
+            continue
+        key = match.group("key").lower()
+        kind = "api_key" if "key" in key else "secret" if key == "secret" else "password"
+        pieces.append(text[cursor:start])
+        pieces.append(_marker(kind))
+        cursor = end
+    if not pieces:
+        return text
+    pieces.append(text[cursor:])
+    return "".join(pieces)
+
+
+# -- encoded text ------------------------------------------------------------------------
+
+_PERCENT_RUN_RE: Final = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
+_JSON_ESCAPE_RE: Final = re.compile(r"\\{1,4}(?:u[0-9A-Fa-f]{4}|/)")  # escaped, or escaped twice
+# Characters that end a value in a query or a quoted string: decoding them would cut an
+# encoded secret in two, so they stay encoded (a value holding "%26" is still one value).
+_KEEP_ENCODED: Final = frozenset("&;,\"'`")
+_KEEP_NOTHING: Final[frozenset[str]] = frozenset()
+_QUERY_RE: Final = re.compile(r"\?[^\s'\"<>`]+")
+_MAX_DECODE_ROUNDS: Final = 3
+
+
+def _percent_run(match: re.Match[str], keep: frozenset[str]) -> str:
+    decoded = urllib.parse.unquote(match.group(0), errors="replace")
+    if not any(char in keep or char < " " for char in decoded):
+        return decoded
+    # control characters stay encoded too: "%09" inside a password is not a separator
+    return "".join(urllib.parse.quote(c, safe="") if c in keep or c < " " else c for c in decoded)
+
+
+def _json_unescape(match: re.Match[str], keep: frozenset[str]) -> str:
+    escape = match.group(0)
+    if escape.endswith("/"):
+        return "/"
+    char = chr(int(escape[-4:], 16))
+    if char in keep or "\ud800" <= char <= "\udfff":
+        return escape
+    return char
+
+
+def _decode_once(text: str, keep: frozenset[str]) -> str:
+    """``text`` with one layer of percent-encoding and JSON ``\\uXXXX`` / ``\\/`` escapes
+    undone, except for the characters in ``keep``."""
+    if "%" in text:
+        text = _PERCENT_RUN_RE.sub(lambda match: _percent_run(match, keep), text)
+    if "\\" in text:
+        text = _JSON_ESCAPE_RE.sub(lambda match: _json_unescape(match, keep), text)
+    return text
+
+
+# Runs that may be base64 (standard or URL-safe) of a text holding a secret.
+_BASE64_RE: Final = re.compile(
+    r"(?<![A-Za-z0-9+/_\-])[A-Za-z0-9+/_\-]{12,}={0,2}(?![A-Za-z0-9+/_\-=])"
+)
+_PRINTABLE_RE: Final = re.compile(r"[\t\n\r\x20-\x7e\u00a0-\uffff]*")
+
+
+def _base64_text(run: str) -> str | None:
+    """The text ``run`` decodes to when it is base64 of printable UTF-8 text, else None."""
+    core = run.rstrip("=")
+    if len(core) % 4 == 1 or (core.isalpha() and (core.islower() or core.isupper())):
+        return None
+    try:
+        raw = base64.b64decode(
+            core.replace("-", "+").replace("_", "/") + "=" * (-len(core) % 4), validate=True
+        )
+        decoded = raw.decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if len(decoded) < 6 or not _PRINTABLE_RE.fullmatch(decoded):
+        return None
+    return decoded
+
+
+def _base64_repl(match: re.Match[str]) -> str:
+    run = match.group(0)
+    decoded = _base64_text(run)
+    if decoded is None or _scrub_plain(decoded) == decoded:
+        return run
+    return _marker("secret")
+
+
 _Replacement = str | Callable[[re.Match[str]], str]
 
 # (pattern, replacement, needles): a pass runs only when one of its needles occurs in the
 # lower-cased text (None: always).  The needles are cheap C-speed pre-checks.
 _TEXT_PASSES: Final[tuple[tuple[re.Pattern[str], _Replacement, tuple[str, ...] | None], ...]] = (
-    (_PRIVATE_KEY_RE, _marker("private_key"), ("-----begin",)),
+    (_PRIVATE_KEY_RE, _marker("private_key"), ("private key", "private%20key", "private+key")),
     (_URL_USERINFO_RE, r"\g<scheme>" + REDACTED + "@", ("://",)),
     (_JWT_RE, _marker("jwt"), ("eyj",)),
     (_API_KEY_RE, _marker("api_key"), None),
@@ -443,20 +694,94 @@ _TEXT_PASSES: Final[tuple[tuple[re.Pattern[str], _Replacement, tuple[str, ...] |
     (_EMAIL_RE, _marker("email"), ("@",)),
     (_ENTROPY_RE, _entropy_repl, None),
     (_PHONE_RE, _marker("phone"), None),
+    (_CARD_RE, _card_repl, None),
 )
 
 
-def _scrub_full(text: str) -> str:
+def _scrub_plain(text: str) -> str:
+    """Every pass over ``text`` as it is (no decoding)."""
+    lowered = text.lower()
     for pattern, replacement, needles in _TEXT_PASSES:
-        if needles is not None:
-            lowered = text.lower()
-            if not any(needle in lowered for needle in needles):
-                continue
+        if needles is not None and not any(needle in lowered for needle in needles):
+            continue
         text = pattern.sub(replacement, text)
     if ":" in text or "=" in text:
         text = _redact_key_values(text)
     if "-" in text:
         text = _redact_cli_flags(text)
+    if _PROSE_NEEDLE_RE.search(text):
+        text = _redact_prose(text)
+    return text
+
+
+def _plus_as_space(text: str) -> str:
+    """Form encoding: "+" is a space in percent-encoded text and in a URL's query."""
+    if "+" not in text:
+        return text
+    if _PERCENT_RUN_RE.search(text):
+        return text.replace("+", " ")
+    if "?" in text:
+        return _QUERY_RE.sub(lambda match: match.group(0).replace("+", " "), text)
+    return text
+
+
+def _layered(text: str, *, scrub_each: bool) -> tuple[str, bool]:
+    """``text`` decoded layer by layer (up to 3 per stage) and scrubbed: after each layer
+    (``scrub_each``, so a secret whose own characters are percent-encoded is found before
+    they are decoded) or once at the end (so a token split by an encoded space is whole
+    again). Stages: decoded but for the characters that end a value (an encoded "&"
+    inside a secret keeps it one value), then entirely, "+" as a space. Also says whether
+    anything was found."""
+    current = text
+    found = False
+    for keep in (_KEEP_ENCODED, _KEEP_NOTHING):
+        if keep is _KEEP_NOTHING:
+            if not found:
+                current = text  # start again from the text as it came
+            spaced = _plus_as_space(current)
+            if spaced != current:
+                current = _scrub_plain(spaced) if scrub_each else spaced
+                found = found or current != spaced
+        for _ in range(_MAX_DECODE_ROUNDS):
+            decoded = _decode_once(current, keep)
+            if decoded == current:
+                break
+            current = _scrub_plain(decoded) if scrub_each else decoded
+            found = found or current != decoded
+        if not scrub_each:
+            scrubbed = _scrub_plain(current)
+            found = found or scrubbed != current
+            current = scrubbed
+    return current, found
+
+
+def _visible(text: str) -> int:
+    """How many letters and digits ``text`` shows outside redaction markers."""
+    return sum(char.isalnum() for char in _MARKER_RE.sub("", text))
+
+
+def _scrub_decoded(text: str) -> str:
+    """``text`` scrubbed after decoding, when the decoded text holds something to redact
+    (of two ways of decoding, the one that leaves less visible); else ``text`` scrubbed
+    as it is."""
+    candidates = [
+        result
+        for result, found in (_layered(text, scrub_each=True), _layered(text, scrub_each=False))
+        if found
+    ]
+    if not candidates:
+        return _scrub_plain(text)
+    return min(candidates, key=_visible)
+
+
+def _scrub_full(text: str) -> str:
+    """Every pass. Text with percent-encoding or JSON escapes is decoded first and the
+    decoded text is what comes out when it holds something to redact; runs that are
+    base64 of a text holding a secret become ``[REDACTED:secret]``."""
+    encoded = "%" in text or "\\" in text or ("+" in text and "?" in text)
+    text = _scrub_decoded(text) if encoded else _scrub_plain(text)
+    if len(text) >= 12 and _BASE64_RE.search(text):
+        text = _BASE64_RE.sub(_base64_repl, text)
     return text
 
 
@@ -494,8 +819,20 @@ def scrub_text(text: str, *, max_length: int = 2000) -> str:
     * URL user-info -> ``scheme://[REDACTED]@host``;
     * e-mail addresses -> ``[REDACTED:email]``; phone numbers (E.164, Korean mobile,
       North American with separators) -> ``[REDACTED:phone]``;
+    * card numbers (13-19 digits starting with 2-6, plain or in card groups, Luhn-valid)
+      -> ``[REDACTED:card]``;
+    * credentials in prose ("password is X", "PIN is X", "Passwort ist X", "mot de passe
+      : X", "contraseña es X", "비밀번호는 X", "パスワードは X" ...) -> ``[REDACTED:password]``
+      (a word such as "required" or "incorrect" after "password is" is kept);
+    * pydantic's ``input_value=...`` -> ``[REDACTED:input]``;
     * runs of 32+ token characters that contain letters and digits and look random ->
+      ``[REDACTED:secret]``; runs that are base64 of a text holding any of the above ->
       ``[REDACTED:secret]``.
+
+    Percent-encoded and JSON-escaped text (``%40``, ``%2540``, ``\\u0040``, ``\\/``) is
+    decoded layer by layer before matching; when the decoded text holds something, the
+    decoded, scrubbed text is returned. PEM private keys are matched as one block (RSA,
+    EC, OpenSSH, PGP; cut short, or a tail without its ``BEGIN`` line).
 
     Kept on purpose: dates, times, versions, ports, HTTP statuses, counts, IP addresses,
     16-hex keyed hashes, file paths and canonical UUIDs (UUIDs are correlation ids such as
@@ -538,17 +875,70 @@ _LOCATION_HOST_PORT_RE: Final = re.compile(
 )
 _OCTET: Final = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 _LOCATION_IPV4_RE: Final = re.compile(rf"(?<![0-9.]){_OCTET}(?:\.{_OCTET}){{3}}(?![0-9]|\.[0-9])")
+# A socket address as Python prints it: ('127.0.0.1', 5432) or ('::1', 5432, 0, 0).
+_LOCATION_SOCKADDR_RE: Final = re.compile(
+    r"\(\s*['\"][^'\"\s]{1,255}['\"]\s*,\s*[0-9]{1,5}(?:\s*,\s*[0-9]{1,10}){0,2}\s*\)"
+)
+# "port 5432", "port=5432": the port of a backend.
+_LOCATION_PORT_RE: Final = re.compile(
+    r"(?<![A-Za-z0-9_])(?P<key>port)(?P<sep>[ \t]*[:=][ \t]*|[ \t]+)[0-9]{2,5}(?![0-9])",
+    re.IGNORECASE,
+)
+# Host names: a dotted name ending in a public or internal top-level domain, "localhost",
+# and the value after "host"/"hostname"/"server" ("host \"db\"", "host=db-1").
+_HOST_TLDS: Final = (
+    "com|net|org|io|dev|app|cloud|ai|co|biz|info|us|uk|de|fr|kr|jp|cn|eu|me|tech|site"
+    "|internal|local|localdomain|lan|corp|home|intranet|svc|cluster|private|test|example"
+    "|invalid|arpa|onion|amazonaws|azure|gcp"
+)
+_LOCATION_HOSTNAME_RE: Final = re.compile(
+    r"(?<![A-Za-z0-9.\-_@/])(?:localhost(?![A-Za-z0-9_.\-])"
+    r"|(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.){1,10}"
+    rf"(?:{_HOST_TLDS})(?![A-Za-z0-9_\-]|\.[A-Za-z0-9]))",
+    re.IGNORECASE,
+)
+_LOCATION_HOST_VALUE_RE: Final = re.compile(
+    r"(?<![A-Za-z0-9_])(?P<key>host(?:[ _]?name)?|server|hostaddr)"
+    r"(?P<sep>[ \t]*[:=][ \t]*|[ \t]+)(?P<quote>[\"']?)"
+    r"(?P<value>[A-Za-z0-9][A-Za-z0-9.\-_]{0,252})(?P=quote)"
+    r"(?![A-Za-z0-9.\-_])",
+    re.IGNORECASE,
+)
+_HOST_VALUE_KEEP: Final = frozenset(
+    {"is", "was", "not", "unreachable", "down", "error", "closed", "refused", "name", "the", "a"}
+)
+_LOCATION_NEEDLE_RE: Final = re.compile(r"[.:'\"]|host|port|server", re.IGNORECASE)
 _URL_MARKER: Final = "[REDACTED:url]"
 _HOST_MARKER: Final = "[REDACTED:host]"
+_PORT_MARKER: Final = "[REDACTED:port]"
+
+
+def _host_value_repl(match: re.Match[str]) -> str:
+    quote = match.group("quote")
+    if match.group("value").lower() in _HOST_VALUE_KEEP:
+        return match.group(0)
+    if not quote and ":" not in match.group("sep") and "=" not in match.group("sep"):
+        return match.group(0)  # "server responded": only host=x, host: x, host "x"
+    return f"{match.group('key')}{match.group('sep')}{quote}{_HOST_MARKER}{quote}"
 
 
 @lru_cache(maxsize=1024)
 def _strip_locations_cached(text: str) -> str:
-    if "." not in text and ":" not in text:
+    if not _LOCATION_NEEDLE_RE.search(text):
         return text
     text = _LOCATION_URL_RE.sub(_URL_MARKER, text)
+    if "(" in text:
+        text = _LOCATION_SOCKADDR_RE.sub(_HOST_MARKER, text)
     text = _LOCATION_HOST_PORT_RE.sub(_HOST_MARKER, text)
-    return _LOCATION_IPV4_RE.sub(_HOST_MARKER, text)
+    text = _LOCATION_IPV4_RE.sub(_HOST_MARKER, text)
+    lowered = text.lower()
+    if "port" in lowered:
+        text = _LOCATION_PORT_RE.sub(rf"\g<key>\g<sep>{_PORT_MARKER}", text)
+    if "." in text or "localhost" in lowered:
+        text = _LOCATION_HOSTNAME_RE.sub(_HOST_MARKER, text)
+    if "host" in lowered or "server" in lowered:
+        text = _LOCATION_HOST_VALUE_RE.sub(_host_value_repl, text)
+    return text
 
 
 def strip_locations(text: str) -> str:
@@ -556,8 +946,11 @@ def strip_locations(text: str) -> str:
 
     URLs of any scheme (with their user-info, host, path and query) become
     ``[REDACTED:url]``; ``host:port`` pairs (a dotted name, ``localhost``, an IPv4 or a
-    bracketed IPv6 address) and bare IPv4 addresses become ``[REDACTED:host]``. Never
-    raises (``[REDACTED:scrub_failed]`` on an internal error).
+    bracketed IPv6 address), bare IPv4 addresses, socket addresses as Python prints them
+    (``('127.0.0.1', 5432)``, ``('::1', 5432, 0, 0)``), host names ending in a public or
+    internal domain (``db.prod.internal``) and the value of ``host=``, ``host name "x"``,
+    ``server: x`` become ``[REDACTED:host]``; the number after ``port`` becomes
+    ``[REDACTED:port]``. Never raises (``[REDACTED:scrub_failed]`` on an internal error).
     """
     try:
         if not isinstance(text, str):
@@ -575,7 +968,7 @@ def scrub_public_text(text: str, *, max_length: int = 2000) -> str:
     Use it for every message a client, a model or an event consumer reads; the server log
     keeps the locations (it is scrubbed with :func:`scrub_text` only).
     """
-    return scrub_text(strip_locations(text), max_length=max_length)
+    return strip_locations(scrub_text(text, max_length=max_length))
 
 
 # --------------------------------------------------------------------------------------
