@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -377,3 +379,32 @@ def test_principals_name_several_callers_each_with_its_own_keys() -> None:
         AuthConfig.api_key(principals={"alice": "k", "bob": []})
     with pytest.raises(ValueError, match="at least one non-empty"):
         AuthConfig.api_key()
+
+
+async def test_the_several_callers_example_serves_each_caller_its_own_tasks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "auth-and-push.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", doc, re.DOTALL) if "principals" in b]
+    keys = {"FRONTEND_KEY": "f-1", "REPORTING_KEY": "r-1", "REPORTING_KEY_NEXT": "r-2"}
+    for name, value in keys.items():
+        monkeypatch.setenv(name, value)
+
+    async def agent(ctx: AgentContext) -> str:
+        return f"echo {ctx.text}"
+
+    namespace: dict[str, Any] = {"agent": agent}
+    exec(compile(block, "auth-and-push.md", "exec"), namespace)  # noqa: S102 -- our own docs
+    async with (
+        running_server(namespace["app"]) as url,
+        caller("f-1") as frontend,
+        caller("r-1") as reporting,
+        caller("r-2") as reporting_next,
+    ):
+        task = await new_task(frontend, url, "hi")
+        await assert_answered_as_unknown(
+            reporting, url, "tasks/get", {"id": task["id"]}, task["id"]
+        )
+        own = await new_task(reporting, url, "report")
+        fetched = await call(reporting_next, url, "tasks/get", {"id": own["id"]})
+        assert fetched["result"]["status"]["state"] == "completed"
