@@ -101,15 +101,14 @@ class OwnedTaskStore(TaskStore):
         self._contexts: dict[str, str] = {}
 
     async def save(self, task: Task, context: ServerCallContext | None = None) -> None:
-        """Save ``task``, stamped with the caller of ``context`` (when there is one)."""
+        """Save ``task``, stamped with the caller of ``context`` (when there is one and
+        the task carries no stamp yet: a stamp is never changed)."""
         if context is not None:
             owner = owner_of(context)
             self._remember(task.context_id, owner)
-            if owner != _stamp(task):
+            if owner and not _stamp(task):
                 metadata = {**(task.metadata or {}), OWNER_METADATA_KEY: owner}
-                if not owner:
-                    del metadata[OWNER_METADATA_KEY]
-                task = task.model_copy(update={"metadata": metadata or None})
+                task = task.model_copy(update={"metadata": metadata})
         await self.inner.save(task, context)
 
     async def get(self, task_id: str, context: ServerCallContext | None = None) -> Task | None:
