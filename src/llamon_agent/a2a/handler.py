@@ -14,6 +14,11 @@ final ``status-update`` (``final: true``) instead -- a client already holds the 
 a2a-sdk's client refuses a second ``Task`` in one stream. Every queue tapped for
 ``tasks/resubscribe`` gets its own copy of each event (``LlamonQueueManager``).
 
+Tasks belong to their caller: a2a-sdk reads and writes tasks through ``OwnedTaskStore``,
+so every method on another caller's task (or a ``message/send`` naming its task or
+context) answers -32001 exactly as for a task that does not exist, and push config
+answers mask the token and URL credentials (``llamon_agent.a2a.ownership``).
+
 And two repairs:
 
 * A failure is answered as soon as it happens. a2a-sdk notices an executor that raises
@@ -59,6 +64,7 @@ from a2a.types import (
 )
 
 from llamon_agent.a2a.executor import TERMINAL_STATES, CustomAgentExecutor
+from llamon_agent.a2a.ownership import OwnedTaskStore, masked_push_config
 from llamon_agent.a2a.protocol import protocol_error_for_exception, push_not_supported
 from llamon_agent.a2a.queues import LlamonQueueManager, abandon_queue
 from llamon_agent.a2a.store_guard import GuardedTaskStore, guard_task_store
@@ -122,18 +128,20 @@ class LlamonRequestHandler(DefaultRequestHandler):
 
     ``task_store`` is used through ``guard_task_store`` (outages classified, refused
     terminal writes retried), by the executor too when it was given the same store;
-    queues come from ``LlamonQueueManager`` unless given.
+    requests read and write it through ``OwnedTaskStore`` (tasks belong to their
+    caller); queues come from ``LlamonQueueManager`` unless given.
     """
 
     agent_executor: CustomAgentExecutor
-    task_store: GuardedTaskStore
+    task_store: OwnedTaskStore
 
     def __init__(
         self, agent_executor: CustomAgentExecutor, task_store: TaskStore, **kwargs: Any
     ) -> None:
         kwargs.setdefault("queue_manager", LlamonQueueManager())
         guarded = guard_task_store(task_store)
-        super().__init__(agent_executor, guarded, **kwargs)
+        super().__init__(agent_executor, OwnedTaskStore(guarded), **kwargs)
+        self.guarded_store: GuardedTaskStore = guarded
         if agent_executor.task_store is task_store:  # one guard, one set of pending ends
             agent_executor.task_store = guarded
 
@@ -203,7 +211,7 @@ class LlamonRequestHandler(DefaultRequestHandler):
         status = TaskStatus(
             state=TaskState.failed, message=message, timestamp=datetime.now(UTC).isoformat()
         )
-        await self.task_store.end_task(task_id, status, now=False)
+        await self.guarded_store.end_task(task_id, status, now=False)
 
     async def on_message_send(
         self, params: MessageSendParams, context: ServerCallContext | None = None
@@ -211,6 +219,7 @@ class LlamonRequestHandler(DefaultRequestHandler):
         """message/send: validate, run, and surface a protocol error the agent raised."""
         try:
             self.agent_executor._validate_request(params)
+            self.task_store.check_message(params.message, context)
             result = await super().on_message_send(params, context)
         except Exception as exc:
             raise protocol_error_for_exception(exc) from None
@@ -226,6 +235,7 @@ class LlamonRequestHandler(DefaultRequestHandler):
         """message/stream: as message/send, event by event."""
         try:
             self.agent_executor._validate_request(params)
+            self.task_store.check_message(params.message, context)
             async for item in super().on_message_send_stream(params, context):
                 event = _stream_event(item)
                 if (
@@ -271,11 +281,13 @@ class LlamonRequestHandler(DefaultRequestHandler):
     async def on_set_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext | None = None
     ) -> TaskPushNotificationConfig:
-        """tasks/pushNotificationConfig/set; without a push store: -32003 (not supported)."""
+        """tasks/pushNotificationConfig/set; without a push store: -32003 (not supported).
+        The answer masks the token and URL credentials."""
         if self._push_config_store is None:
             raise push_not_supported()
         try:
-            return await super().on_set_task_push_notification_config(params, context)
+            config = await super().on_set_task_push_notification_config(params, context)
+            return masked_push_config(config)
         except Exception as exc:
             raise protocol_error_for_exception(exc) from None
 
@@ -284,22 +296,24 @@ class LlamonRequestHandler(DefaultRequestHandler):
         params: TaskIdParams | GetTaskPushNotificationConfigParams,
         context: ServerCallContext | None = None,
     ) -> TaskPushNotificationConfig:
-        """tasks/pushNotificationConfig/get."""
+        """tasks/pushNotificationConfig/get: the token and URL credentials masked."""
         if self._push_config_store is None:
             raise push_not_supported()
         try:
-            return await super().on_get_task_push_notification_config(params, context)
+            config = await super().on_get_task_push_notification_config(params, context)
+            return masked_push_config(config)
         except Exception as exc:
             raise protocol_error_for_exception(exc) from None
 
     async def on_list_task_push_notification_config(
         self, params: ListTaskPushNotificationConfigParams, context: ServerCallContext | None = None
     ) -> list[TaskPushNotificationConfig]:
-        """tasks/pushNotificationConfig/list."""
+        """tasks/pushNotificationConfig/list: tokens and URL credentials masked."""
         if self._push_config_store is None:
             raise push_not_supported()
         try:
-            return await super().on_list_task_push_notification_config(params, context)
+            configs = await super().on_list_task_push_notification_config(params, context)
+            return [masked_push_config(config) for config in configs]
         except Exception as exc:
             raise protocol_error_for_exception(exc) from None
 

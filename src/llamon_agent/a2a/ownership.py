@@ -1,0 +1,171 @@
+"""Tasks and contexts belong to the caller that created them.
+
+The caller is the request's authenticated principal: the name ``AuthConfig`` gives its
+secret (``AuthMiddleware`` puts it in ``scope["user"]``; a2a-sdk passes it on as
+``ServerCallContext.user``). Secrets given to ``AuthConfig`` positionally, and every
+request when auth is off, are one caller: the default one.
+
+What a caller sees:
+
+* Every method on a task of another caller -- ``tasks/get``, ``tasks/cancel``,
+  ``tasks/resubscribe``, ``tasks/pushNotificationConfig/{set,get,list,delete}``, and
+  ``message/send`` / ``message/stream`` naming its ``taskId`` -- answers exactly as for a
+  task that does not exist: JSON-RPC -32001, the same message and data.
+* ``message/send`` / ``message/stream`` naming another caller's ``contextId`` (without a
+  ``taskId``) is answered the same way (-32001) instead of joining that context.
+* Push configs are answered with their ``token``, their authentication credentials and
+  the user-info of their URL masked as ``***`` (``masked_push_config``).
+
+How: ``OwnedTaskStore`` is the task store a2a-sdk's request handling reads and writes
+through (every such read passes the request's ``ServerCallContext``). A write stamps the
+task's metadata with ``llamon.owner``, an opaque digest of the caller's name (never a
+key, token or the name itself; the default caller stamps nothing, so its tasks look as
+they always did). A read with a context returns ``None`` for a task whose stamp is not the
+caller's -- the request then fails exactly as for an unknown task -- and strips the stamp
+from what it returns, so no caller ever reads it. Reads and writes without a context
+(the server's own: ending a task whose request failed, reconciling at start) see the
+stored task as it is. A task stored without a stamp belongs to the default caller.
+
+Contexts: the store remembers which caller each context it has seen a task of belongs to
+(in memory, the most recent ``CONTEXT_MEMORY`` contexts); after a restart a context is
+known again once one of its tasks is read or written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+from typing import Final
+from urllib.parse import urlsplit, urlunsplit
+
+from a2a.server.context import ServerCallContext
+from a2a.server.tasks import TaskStore
+from a2a.types import (
+    Message,
+    PushNotificationConfig,
+    Task,
+    TaskNotFoundError,
+    TaskPushNotificationConfig,
+)
+from a2a.utils.errors import ServerError
+
+__all__ = [
+    "CONTEXT_MEMORY",
+    "MASK",
+    "OWNER_METADATA_KEY",
+    "OwnedTaskStore",
+    "masked_push_config",
+    "owner_of",
+]
+
+OWNER_METADATA_KEY: Final = "llamon.owner"
+"""The task metadata key holding the owner's digest (stored; never answered to a caller)."""
+
+MASK: Final = "***"
+"""What a push config's token, credentials and URL user-info read as."""
+
+CONTEXT_MEMORY: Final = 100_000
+"""How many contexts' owners the store remembers (the oldest are forgotten first)."""
+
+_DEFAULT: Final = ""
+"""The default caller's stamp: none."""
+
+
+@lru_cache(maxsize=4096)
+def _digest(name: str) -> str:
+    return hashlib.sha256(b"llamon-agent task owner\x00" + name.encode()).hexdigest()[:32]
+
+
+def owner_of(context: ServerCallContext | None) -> str:
+    """The stamp of the caller of ``context``: ``""`` for the default caller (auth off,
+    a positional secret, no context), else a digest of the caller's name."""
+    if context is None:
+        return _DEFAULT
+    user = context.user
+    if not user.is_authenticated:
+        return _DEFAULT
+    name = user.user_name
+    return _digest(name) if name else _DEFAULT
+
+
+def _stamp(task: Task) -> str:
+    metadata = task.metadata
+    return str(metadata.get(OWNER_METADATA_KEY, _DEFAULT)) if metadata else _DEFAULT
+
+
+class OwnedTaskStore(TaskStore):
+    """``inner`` with every task owned by the caller that created it (module docstring)."""
+
+    def __init__(self, inner: TaskStore) -> None:
+        self.inner = inner
+        self._contexts: dict[str, str] = {}
+
+    async def save(self, task: Task, context: ServerCallContext | None = None) -> None:
+        """Save ``task``, stamped with the caller of ``context`` (when there is one and
+        the task carries no stamp yet: a stamp is never changed)."""
+        if context is not None:
+            owner = owner_of(context)
+            self._remember(task.context_id, owner)
+            if owner and not _stamp(task):
+                metadata = {**(task.metadata or {}), OWNER_METADATA_KEY: owner}
+                task = task.model_copy(update={"metadata": metadata})
+        await self.inner.save(task, context)
+
+    async def get(self, task_id: str, context: ServerCallContext | None = None) -> Task | None:
+        """The task, or ``None`` when ``context``'s caller does not own it."""
+        task = await self.inner.get(task_id, context)
+        if task is None or context is None:
+            return task
+        stamp = _stamp(task)
+        self._remember(task.context_id, stamp)
+        if stamp != owner_of(context):
+            return None
+        if not stamp:
+            return task
+        metadata = {k: v for k, v in (task.metadata or {}).items() if k != OWNER_METADATA_KEY}
+        return task.model_copy(update={"metadata": metadata or None})
+
+    async def delete(self, task_id: str, context: ServerCallContext | None = None) -> None:
+        """Delete the task (only a task ``context``'s caller owns)."""
+        if context is not None and await self.get(task_id, context) is None:
+            return
+        await self.inner.delete(task_id, context)
+
+    def check_message(self, message: Message, context: ServerCallContext | None) -> None:
+        """Refuse, as for an unknown task (-32001), a message without a ``taskId`` that
+        names a context another caller owns. One dict lookup."""
+        if message.task_id or not message.context_id or context is None:
+            return
+        known = self._contexts.get(message.context_id)
+        if known is not None and known != owner_of(context):
+            raise ServerError(error=TaskNotFoundError())
+
+    def _remember(self, context_id: str, owner: str) -> None:
+        if context_id in self._contexts:
+            return
+        if len(self._contexts) >= CONTEXT_MEMORY:
+            del self._contexts[next(iter(self._contexts))]
+        self._contexts[context_id] = owner
+
+
+def _masked_url(url: str) -> str:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return MASK
+    if "@" not in parts.netloc:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{MASK}@{host}"))
+
+
+def masked_push_config(config: TaskPushNotificationConfig) -> TaskPushNotificationConfig:
+    """``config`` as a caller may read it: ``token``, authentication ``credentials`` and
+    the URL's user-info (``user:password@``) replaced by ``***``."""
+    push: PushNotificationConfig = config.push_notification_config
+    update: dict[str, object] = {"url": _masked_url(push.url)}
+    if push.token:
+        update["token"] = MASK
+    if push.authentication is not None and push.authentication.credentials:
+        update["authentication"] = push.authentication.model_copy(update={"credentials": MASK})
+    return config.model_copy(update={"push_notification_config": push.model_copy(update=update)})
