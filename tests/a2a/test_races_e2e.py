@@ -42,14 +42,27 @@ NOT_CANCELABLE = -32002
 
 class GatedAgent:
     """``ask``: pauses with a question. ``run`` (or a resume): waits for its task's gate,
-    then answers ``answer:<task id>``. ``started[task]`` is set once the agent waits."""
+    then answers ``answer:<task id>``. ``started[task]`` is set once the agent waits.
+    Streamed (``message/stream`` of ``run``): the chunk ``first``, the gate, the chunk
+    ``answer:<task id>``."""
 
     def __init__(self) -> None:
         self.gates: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
         self.started: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
         self.runs: defaultdict[str, int] = defaultdict(int)
+        self.streaming: asyncio.Queue[str] = asyncio.Queue()  # ids of streamed runs, as they wait
 
-    async def __call__(self, ctx: AgentContext) -> Any:
+    async def stream(self, ctx: AgentContext) -> AsyncIterator[str]:
+        if ctx.text != "run":
+            yield str(await self.invoke(ctx))
+            return
+        yield "first"
+        self.started[ctx.task_id].set()
+        self.streaming.put_nowait(ctx.task_id)
+        await self.gates[ctx.task_id].wait()
+        yield f"answer:{ctx.task_id}"
+
+    async def invoke(self, ctx: AgentContext) -> Any:
         if ctx.text == "ask" and not ctx.resumed:
             return HITLInterrupt(payload={"question": "Which one?"})
         if ctx.text == "quick":
@@ -168,6 +181,62 @@ async def test_cancel_racing_completion_has_one_true_final_state(
     assert set(outcomes) == {"canceled", "completed"}, outcomes  # both sides won sometimes
     quick = await _answer(http, url, request("message/send", {"message": text_message("quick")}))
     assert quick["result"]["status"]["state"] == "completed"
+
+
+async def test_cancel_racing_a_streamed_answer_has_one_true_final_state(
+    served: tuple[str, GatedAgent, httpx.AsyncClient],
+) -> None:
+    url, agent, http = served
+    rng = random.Random(SEED + 4)  # noqa: S311 - a reproducible order, not a secret
+    outcomes: defaultdict[str, int] = defaultdict(int)
+    for trial in range(TRIALS):
+        body = request("message/stream", {"message": text_message("run")})
+        events: list[dict[str, Any]] = []
+        reading = asyncio.create_task(_stream_into(http, url, body, events))
+        task_id = await asyncio.wait_for(agent.streaming.get(), ANSWER_TIMEOUT)
+        gate = agent.gates[task_id]
+
+        async def complete(gate: asyncio.Event = gate) -> None:
+            await _turns(rng)
+            gate.set()
+
+        async def cancel(task_id: str = task_id) -> dict[str, Any]:
+            await _turns(rng)
+            return await _answer(http, url, request("tasks/cancel", {"id": task_id}))
+
+        answer, _ = await asyncio.gather(cancel(), complete())
+        await asyncio.wait_for(reading, ANSWER_TIMEOUT)
+        final = await _get(http, url, task_id)
+        state = final["status"]["state"]
+        assert _ends_properly(events), (trial, events)
+        assert events[-1]["result"]["status"]["state"] == state, (trial, events[-1], final)
+        if "result" in answer:
+            assert answer["result"]["status"]["state"] == "canceled", (trial, answer)
+            assert state == "canceled", (trial, final)
+        else:
+            assert_error(answer, NOT_CANCELABLE, "task_not_cancelable")
+            assert state == "completed", (trial, final)
+            assert _texts(final) == ["first", f"answer:{task_id}"], (trial, final)
+        streamed = [
+            part["text"]
+            for event in events
+            if event["result"].get("kind") == "artifact-update"
+            for part in event["result"]["artifact"]["parts"]
+        ]
+        # the stored task holds what the stream delivered, nothing from after the end
+        assert set(_texts(final)) <= set(streamed), (trial, final, events)
+        outcomes[state] += 1
+    assert set(outcomes) == {"canceled", "completed"}, outcomes
+
+
+async def _stream_into(
+    http: httpx.AsyncClient, url: str, body: dict[str, Any], events: list[dict[str, Any]]
+) -> None:
+    async with http.stream("POST", url + "/", json=body) as response:
+        assert response.status_code == 200
+        async for line in response.aiter_lines():
+            if line.startswith("data:"):
+                events.append(json.loads(line.removeprefix("data:").strip()))
 
 
 async def test_resume_racing_cancel_answers_both_requests(

@@ -653,11 +653,17 @@ class CustomAgentExecutor(AgentExecutor):
         goes to the run's own event queue (``event_queue`` when nothing runs).
         """
         task_id = str(context.task_id)
+        claim = self.claims.running(task_id)
         running = self._runs.get(task_id)
+        if running is not None and (
+            running.claim.done.is_set() or (claim is not None and running.claim is not claim)
+        ):
+            running = None  # a run whose end is stored; it is only returning
         task = running.task if running is not None else context.current_task
         if task is None:  # pragma: no cover - a2a checks the task exists first
             return
-        claim = running.claim if running is not None else self.claims.running(task_id)
+        if running is not None:
+            claim = running.claim
         queue = event_queue
         if running is not None:
             queue = running.updater.event_queue
