@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
-from llamon_agent.a2a.agent import AgentContext
+from llamon_agent.a2a.agent import AgentContext, Final
 from llamon_agent.a2a.server import create_app
 from llamon_agent.core.hitl import HITLInterrupt
 
@@ -52,9 +52,9 @@ class GatedAgent:
         self.runs: defaultdict[str, int] = defaultdict(int)
         self.streaming: asyncio.Queue[str] = asyncio.Queue()  # ids of streamed runs, as they wait
 
-    async def stream(self, ctx: AgentContext) -> AsyncIterator[str]:
+    async def stream(self, ctx: AgentContext) -> AsyncIterator[str | Final]:
         if ctx.text != "run":
-            yield str(await self.invoke(ctx))
+            yield Final(await self.invoke(ctx))
             return
         yield "first"
         self.started[ctx.task_id].set()
@@ -351,3 +351,19 @@ async def test_two_streaming_resumes_one_runs_every_stream_ends(
         assert agent.runs[task_id] == 1, (trial, agent.runs[task_id])
     quick = await _answer(http, url, request("message/send", {"message": text_message("quick")}))
     assert quick["result"]["status"]["state"] == "completed"
+
+
+async def test_a_run_that_answered_frees_its_task_at_once(
+    served: tuple[str, GatedAgent, httpx.AsyncClient],
+) -> None:
+    """A client that answers the moment it reads the question is never told task_busy."""
+    url, _, http = served
+    for trial in range(50):
+        events = await _stream(
+            http, url, request("message/stream", {"message": text_message("ask")})
+        )
+        assert events[-1]["result"]["status"]["state"] == "input-required", (trial, events)
+        task_id = events[-1]["result"]["taskId"]
+        message = text_message("quick", taskId=task_id)
+        events = await _stream(http, url, request("message/stream", {"message": message}))
+        assert events[-1]["result"]["status"]["state"] == "completed", (trial, events)
