@@ -389,8 +389,8 @@ class CustomAgentExecutor(AgentExecutor):
         streamed = isinstance(result, _Streamed)  # Final(output) of a stream
         output = result.output if isinstance(result, _Streamed) else result
         if isinstance(output, HITLInterrupt):
-            paused = output.kind == "auth-required"
-            state = TaskState.auth_required if paused else TaskState.input_required
+            auth = output.kind == "auth-required"
+            state = TaskState.auth_required if auth else TaskState.input_required
         else:
             state = TaskState.completed
         if not await self._take_end(run, state):
@@ -402,8 +402,6 @@ class CustomAgentExecutor(AgentExecutor):
             output = None
         await self._close_stream(run)
         if isinstance(output, HITLInterrupt):
-            auth = output.kind == "auth-required"
-            state = TaskState.auth_required if auth else TaskState.input_required
             question = output.payload.get("question") or output.payload.get("message")
             parts = [
                 Part(root=TextPart(text=str(question or "More input is needed."))),
@@ -530,8 +528,9 @@ class CustomAgentExecutor(AgentExecutor):
         if task_id is None or context_id is None or event_queue.is_closed():
             return False
         claim = self.claims.running(task_id)
-        if claim is not None and not claim.decide(TaskState.failed):
-            return True  # the run's end was published already (a cancel won)
+        decided = claim is None or claim.decide(TaskState.failed)
+        if claim is not None and not decided and claim.ended_by == TaskState.canceled:
+            return True  # a cancel won: its canceled status is the task's end
         if isinstance(exc, ServerError):
             data = self._record_protocol_error(task_id, exc)
         else:
