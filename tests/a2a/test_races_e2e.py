@@ -50,7 +50,6 @@ class GatedAgent:
         self.gates: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
         self.started: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
         self.runs: defaultdict[str, int] = defaultdict(int)
-        self.streaming: asyncio.Queue[str] = asyncio.Queue()  # ids of streamed runs, as they wait
 
     async def stream(self, ctx: AgentContext) -> AsyncIterator[str | Final]:
         if ctx.text != "run":
@@ -58,7 +57,6 @@ class GatedAgent:
             return
         yield "first"
         self.started[ctx.task_id].set()
-        self.streaming.put_nowait(ctx.task_id)
         await self.gates[ctx.task_id].wait()
         yield f"answer:{ctx.task_id}"
 
@@ -192,8 +190,11 @@ async def test_cancel_racing_a_streamed_answer_has_one_true_final_state(
     for trial in range(TRIALS):
         body = request("message/stream", {"message": text_message("run")})
         events: list[dict[str, Any]] = []
-        reading = asyncio.create_task(_stream_into(http, url, body, events))
-        task_id = await asyncio.wait_for(agent.streaming.get(), ANSWER_TIMEOUT)
+        first = asyncio.Event()
+        reading = asyncio.create_task(_stream_into(http, url, body, events, first))
+        await asyncio.wait_for(first.wait(), ANSWER_TIMEOUT)  # the client knows the task now
+        task_id = events[0]["result"]["id"]
+        await asyncio.wait_for(agent.started[task_id].wait(), ANSWER_TIMEOUT)
         gate = agent.gates[task_id]
 
         async def complete(gate: asyncio.Event = gate) -> None:
@@ -230,13 +231,19 @@ async def test_cancel_racing_a_streamed_answer_has_one_true_final_state(
 
 
 async def _stream_into(
-    http: httpx.AsyncClient, url: str, body: dict[str, Any], events: list[dict[str, Any]]
+    http: httpx.AsyncClient,
+    url: str,
+    body: dict[str, Any],
+    events: list[dict[str, Any]],
+    first: asyncio.Event,
 ) -> None:
+    """Read a stream's events into ``events``; ``first`` is set at the first one."""
     async with http.stream("POST", url + "/", json=body) as response:
         assert response.status_code == 200
         async for line in response.aiter_lines():
             if line.startswith("data:"):
                 events.append(json.loads(line.removeprefix("data:").strip()))
+                first.set()
 
 
 async def test_resume_racing_cancel_answers_both_requests(
