@@ -236,7 +236,7 @@ class LlamonRequestHandler(DefaultRequestHandler):
             return await self._start_run(params, context)
         async with self._claims.locked(task_id):
             if self._claims.running(task_id) is not None:
-                raise task_busy(task_id)
+                raise task_busy()
             return await self._start_run(params, context)
 
     async def _start_run(

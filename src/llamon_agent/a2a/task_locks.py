@@ -116,9 +116,12 @@ class TaskClaims:
             del self._claims[claim.task_id]
 
 
-def task_busy(task_id: str) -> ServerError:
-    """-32041 ``task_busy`` (RATE_LIMITED, retriable): the task is running a request."""
-    del task_id  # never echoed: the caller sent it
+def task_busy() -> ServerError:
+    """-32041 ``task_busy`` (RATE_LIMITED, retriable): the task is running a request.
+
+    The answer to a ``message/send`` or ``message/stream`` on such a task; on a stream,
+    its one JSON-RPC error event.
+    """
     data = make_protocol_error_data(
         ErrorCode.RATE_LIMITED,
         "task_busy",
