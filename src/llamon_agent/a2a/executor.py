@@ -26,6 +26,9 @@ What the caller receives::
     ctx.emit(...), return "text"  -> the text is the streamed artifact's last chunk
     ctx.progress(text)            -> a working status-update with that message, no artifact
     tasks/cancel                  -> the agent is cancelled, the task ends canceled
+    the agent ends as tasks/cancel
+    arrives                       -> one of them wins (``RunClaim.decide``): the loser
+                                     publishes nothing, neither status nor artifact
 
 Invariant: every task this executor starts ends completed, failed, canceled,
 input-required or auth-required. If the event queue itself refuses the final event, or
@@ -40,7 +43,7 @@ import json
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -74,6 +77,7 @@ from llamon_agent.a2a.agent import (
 )
 from llamon_agent.a2a.protocol import RequestLimits, check_send_params, with_protocol_data
 from llamon_agent.a2a.store_guard import GuardedTaskStore
+from llamon_agent.a2a.task_locks import RunClaim, TaskClaims
 from llamon_agent.a2a.workers import WORKER_METADATA_KEY, worker_id
 from llamon_agent.core.classify import classify_exception
 from llamon_agent.core.codes import ErrorCode, Stage, json_rpc_to_error_code
@@ -131,22 +135,36 @@ class _Run:
     lastChunk event); ``held`` holds the chunks not yet released (``None``: the agent
     does not hold); ``published`` turns true at the agent's first chunk, artifact or
     progress, after which a failed stream never falls back to ``invoke``.
+
+    ``claim`` is shared by everyone who may end the run (the run itself, a cancel): its
+    ``lock`` serialises what they publish, its ``decide`` picks the one end. ``ending`` is
+    true while this publisher publishes the end it won.
     """
 
     updater: TaskUpdater
     task: Task
     streaming: bool
+    claim: RunClaim
     chunks: int = 0
     stream_artifact_id: str | None = None
     sent: list[Part] | None = None
     held: list[Part] | None = None
     published: bool = False
-    terminal: bool = False
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    ending: bool = False
 
     @property
     def task_id(self) -> str:
         return self.task.id
+
+    @property
+    def lock(self) -> asyncio.Lock:
+        return self.claim.lock
+
+    @property
+    def terminal(self) -> bool:
+        """Whether this publisher must publish nothing more: the run's end was decided,
+        and not by this publisher (which is still publishing it)."""
+        return self.claim.ended and not self.ending
 
 
 class CustomAgentExecutor(AgentExecutor):
@@ -172,6 +190,8 @@ class CustomAgentExecutor(AgentExecutor):
         self.stream_fallback = bool(getattr(self.agent, "stream_fallback", True))
         self.hold_chunks = bool(getattr(self.agent, "hold_chunks", False))
         self._runs: dict[str, _Run] = {}
+        self.claims = TaskClaims()
+        """The run claim of each task (``task_locks``); the request handler takes them."""
         self._protocol_errors: dict[str, ServerError] = {}
 
     # -- protocol level -------------------------------------------------------------
@@ -200,6 +220,9 @@ class CustomAgentExecutor(AgentExecutor):
         if message is None:  # pragma: no cover - a2a always passes the message on send
             raise with_protocol_data(ServerError(error=InvalidParamsError()))
         task = context.current_task
+        claim = self.claims.running(str(context.task_id)) if context.task_id else None
+        if claim is not None and claim.ended:  # cancelled before it started: nothing to run
+            return
         resumed = task is not None and task.status.state in PAUSED_STATES
         interrupt_payload = _interrupt_payload(task) if resumed and task else None
         if task is None:
@@ -215,6 +238,7 @@ class CustomAgentExecutor(AgentExecutor):
             updater=TaskUpdater(event_queue, task.id, task.context_id),
             task=task,
             streaming=_is_streaming(context),
+            claim=claim or RunClaim(task_id=task.id, context_id=task.context_id),
             held=[] if self.hold_chunks else None,
         )
         self._runs[task.id] = run
@@ -252,7 +276,8 @@ class CustomAgentExecutor(AgentExecutor):
         except BaseException as exc:  # KeyboardInterrupt, SystemExit, custom: never the process
             await self._enqueue_failed_response(run, exc, ctx)
         finally:
-            self._runs.pop(task.id, None)
+            if self._runs.get(task.id) is run:  # a next run of the task may have begun
+                del self._runs[task.id]
 
     async def _dispatch(self, ctx: AgentContext, run: _Run) -> AgentOutput | _Streamed:
         stream = getattr(self.agent, "stream", None)
@@ -334,7 +359,21 @@ class CustomAgentExecutor(AgentExecutor):
 
     async def _add_artifact(self, run: _Run, value: Any, name: str) -> None:
         run.published = True
-        await run.updater.add_artifact(_to_parts(value), name=name, last_chunk=True)
+        async with run.lock:
+            if run.terminal:  # the run was ended (cancelled): nothing more is published
+                return
+            await run.updater.add_artifact(_to_parts(value), name=name, last_chunk=True)
+
+    async def _take_end(self, run: _Run, state: TaskState) -> bool:
+        """Whether ``run`` may publish its end as ``state``: it won the decision now, or
+        it is already publishing the end it won."""
+        if run.ending:
+            return True
+        async with run.lock:
+            if not run.claim.decide(state):
+                return False
+            run.ending = True
+            return True
 
     async def _progress(self, run: _Run, text: str, data: Mapping[str, Any] | None) -> None:
         """A ``working`` status update with ``text`` (+ ``data``) as its message."""
@@ -350,6 +389,13 @@ class CustomAgentExecutor(AgentExecutor):
     async def _finish(self, run: _Run, result: AgentOutput | _Streamed) -> None:
         streamed = isinstance(result, _Streamed)  # Final(output) of a stream
         output = result.output if isinstance(result, _Streamed) else result
+        if isinstance(output, HITLInterrupt):
+            auth = output.kind == "auth-required"
+            state = TaskState.auth_required if auth else TaskState.input_required
+        else:
+            state = TaskState.completed
+        if not await self._take_end(run, state):
+            return  # cancelled first: none of the answer is published
         await self._release(run)
         if run.chunks and isinstance(output, str) and not streamed:
             # emitted chunks, then returned text: the text is the stream's last chunk
@@ -357,8 +403,6 @@ class CustomAgentExecutor(AgentExecutor):
             output = None
         await self._close_stream(run)
         if isinstance(output, HITLInterrupt):
-            auth = output.kind == "auth-required"
-            state = TaskState.auth_required if auth else TaskState.input_required
             question = output.payload.get("question") or output.payload.get("message")
             parts = [
                 Part(root=TextPart(text=str(question or "More input is needed."))),
@@ -396,6 +440,8 @@ class CustomAgentExecutor(AgentExecutor):
         self, run: _Run, exc: BaseException, ctx: AgentContext
     ) -> None:
         """The failed answer: flow context, kept artifacts, then failed + text + data."""
+        if not await self._take_end(run, TaskState.failed):
+            return  # cancelled first: the failure is not published
         found = classify_exception(exc)
         guardrail = isinstance(found.exception, GuardrailBlockedError)
         if run.held is not None:
@@ -449,6 +495,8 @@ class CustomAgentExecutor(AgentExecutor):
 
     async def _protocol_failure(self, run: _Run, exc: ServerError) -> None:
         """The agent raised ServerError: a JSON-RPC error for the caller, a failed task."""
+        if not await self._take_end(run, TaskState.failed):
+            return  # cancelled first: the caller gets the canceled task
         data = self._record_protocol_error(run.task_id, exc)
         if run.held is not None:
             run.held.clear()
@@ -480,6 +528,10 @@ class CustomAgentExecutor(AgentExecutor):
         task_id, context_id = context.task_id, context.context_id
         if task_id is None or context_id is None or event_queue.is_closed():
             return False
+        claim = self.claims.running(task_id)
+        decided = claim is None or claim.decide(TaskState.failed)
+        if claim is not None and not decided and claim.ended_by == TaskState.canceled:
+            return True  # a cancel won: its canceled status is the task's end
         if isinstance(exc, ServerError):
             data = self._record_protocol_error(task_id, exc)
         else:
@@ -490,10 +542,9 @@ class CustomAgentExecutor(AgentExecutor):
 
     async def _end_guardrail(self, run: _Run, parts: list[Part]) -> None:
         """failed + GUARDRAIL_BLOCKED with every artifact of the task withheld."""
-        async with run.lock:
-            if run.terminal:
-                return
-            run.terminal = True
+        if not await self._take_end(run, TaskState.failed):
+            return
+        run.ending = False  # published below; nothing after it
         status = TaskStatus(
             state=TaskState.failed, message=_agent_message(run, parts), timestamp=_now()
         )
@@ -514,10 +565,9 @@ class CustomAgentExecutor(AgentExecutor):
     async def _end(self, run: _Run, state: TaskState, parts: list[Part] | None) -> None:
         """Publish the run's last status once; write it to the store directly when the
         queue is closed (nobody reads it any more) or refuses the event."""
-        async with run.lock:
-            if run.terminal:
-                return
-            run.terminal = True
+        if not await self._take_end(run, state):
+            return
+        run.ending = False  # published below; nothing after it
         message = _agent_message(run, parts) if parts else None
         if run.updater.event_queue.is_closed():
             await self._persist_terminal(
@@ -556,7 +606,8 @@ class CustomAgentExecutor(AgentExecutor):
         """
         run = self._runs.get(task_id)
         if run is not None:
-            run.terminal = True  # no await: no _end can interleave with this
+            run.claim.decide(TaskState.failed)  # no await: no _end can interleave with this
+            run.ending = False
 
     # -- shutdown -------------------------------------------------------------------
 
@@ -578,9 +629,8 @@ class CustomAgentExecutor(AgentExecutor):
         )
         for run in list(self._runs.values()):
             async with run.lock:
-                if run.terminal:
+                if not run.claim.decide(TaskState.failed):
                     continue
-                run.terminal = True
             status = TaskStatus(
                 state=TaskState.failed,
                 message=_agent_message(run, application_error_to_parts(data)),
@@ -595,19 +645,37 @@ class CustomAgentExecutor(AgentExecutor):
     # -- cancellation ---------------------------------------------------------------
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-        """End the task ``canceled``; a2a-sdk then cancels the running agent."""
+        """End the task ``canceled`` unless its run ended first; then the agent is cancelled.
+
+        A running task's end is decided once, shared with the run (``RunClaim``): if the
+        agent's own end (an answer, a failure, a new question) won, nothing is published
+        here; if the cancel won, the run publishes nothing more. The ``canceled`` status
+        goes to the run's own event queue (``event_queue`` when nothing runs).
+        """
         task_id = str(context.task_id)
-        run = self._runs.get(task_id)
-        if run is None:
-            task = context.current_task
-            if task is None:  # pragma: no cover - a2a checks the task exists first
-                return
-            run = _Run(
-                updater=TaskUpdater(event_queue, task.id, task.context_id),
-                task=task,
-                streaming=False,
-            )
-        await self._end(run, TaskState.canceled, None)
+        claim = self.claims.running(task_id)
+        running = self._runs.get(task_id)
+        if running is not None and (
+            running.claim.done.is_set() or (claim is not None and running.claim is not claim)
+        ):
+            running = None  # a run whose end is stored; it is only returning
+        task = running.task if running is not None else context.current_task
+        if task is None:  # pragma: no cover - a2a checks the task exists first
+            return
+        if running is not None:
+            claim = running.claim
+        queue = event_queue
+        if running is not None:
+            queue = running.updater.event_queue
+        elif claim is not None and claim.queue is not None:
+            queue = claim.queue
+        canceler = _Run(
+            updater=TaskUpdater(queue, task.id, task.context_id),
+            task=task,
+            streaming=False,
+            claim=claim or RunClaim(task_id=task.id, context_id=task.context_id),
+        )
+        await self._end(canceler, TaskState.canceled, None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,12 @@ so every method on another caller's task (or a ``message/send`` naming its task 
 context) answers -32001 exactly as for a task that does not exist, and push config
 answers mask the token and URL credentials (``llamon_agent.a2a.ownership``).
 
+One run per task, one end per run (``task_locks``): a second ``message/send`` or
+``message/stream`` on a task that is running a request already is refused with
+``task_busy`` (-32041, retriable) instead of starting a second agent, and ``tasks/cancel``
+and the run decide the task's end once -- the cancel answers the state the task really
+ended in (``canceled``, or -32002 naming the state that won), and ``tasks/get`` agrees.
+
 And two repairs:
 
 * A failure is answered as soon as it happens. a2a-sdk notices an executor that raises
@@ -37,37 +43,46 @@ And two repairs:
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final, cast
 
 from a2a.server.agent_execution import RequestContext
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event, EventConsumer, EventQueue
+from a2a.server.events.queue_manager import NoTaskQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.tasks import ResultAggregator, TaskManager, TaskStore
 from a2a.types import (
     DeleteTaskPushNotificationConfigParams,
     GetTaskPushNotificationConfigParams,
+    InvalidParamsError,
     ListTaskPushNotificationConfigParams,
     Message,
     MessageSendParams,
     Role,
     Task,
+    TaskArtifactUpdateEvent,
     TaskIdParams,
+    TaskNotCancelableError,
+    TaskNotFoundError,
     TaskPushNotificationConfig,
     TaskQueryParams,
     TaskState,
     TaskStatus,
     TaskStatusUpdateEvent,
 )
+from a2a.utils.errors import ServerError
 
-from llamon_agent.a2a.executor import TERMINAL_STATES, CustomAgentExecutor
+from llamon_agent.a2a.executor import PAUSED_STATES, TERMINAL_STATES, CustomAgentExecutor
 from llamon_agent.a2a.ownership import OwnedTaskStore, masked_push_config
 from llamon_agent.a2a.protocol import protocol_error_for_exception, push_not_supported
 from llamon_agent.a2a.queues import LlamonQueueManager, abandon_queue
 from llamon_agent.a2a.store_guard import GuardedTaskStore, guard_task_store
+from llamon_agent.a2a.task_locks import RunClaim, TaskClaims, task_busy
 from llamon_agent.core.error_data import application_error_to_parts
 from llamon_agent.core.errors import error_data_for_exception
 
@@ -75,14 +90,54 @@ __all__ = ["LlamonRequestHandler"]
 
 _Stopped = Callable[[Exception], Awaitable[None]]
 
+logger = logging.getLogger("llamon_agent.a2a")
+
+RUN_END_WAIT: Final = 30.0
+"""Seconds a cancel waits for the run it ended (or lost to) to have its end stored."""
+CLAIM_GRACE: Final = 10.0
+"""Seconds a finished run's claim waits for its reader to store the end before it is let go."""
+
+
+class _RunManager(TaskManager):
+    """a2a-sdk's ``TaskManager`` for one run: once the run's final event is stored, the
+    run's claim is let go (the task takes a next request at once)."""
+
+    def __init__(
+        self,
+        claims: TaskClaims,
+        task_store: TaskStore,
+        params: MessageSendParams,
+        context: ServerCallContext | None,
+    ) -> None:
+        super().__init__(
+            task_id=params.message.task_id,
+            context_id=params.message.context_id,
+            task_store=task_store,
+            initial_message=params.message,
+            context=context,
+        )
+        self.claims = claims
+        self.claim: RunClaim | None = None
+
+    async def save_task_event(
+        self, event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent
+    ) -> Task | None:
+        task = await super().save_task_event(event)
+        if self.claim is not None and _is_final(event):
+            self.claims.finish(self.claim)
+        return task
+
 
 class _Reader(ResultAggregator):
     """a2a-sdk's ``ResultAggregator`` for one request's task that reports when reading
     the task's events fails (``stopped``) before the failure reaches the request."""
 
-    def __init__(self, task_manager: TaskManager, stopped: _Stopped) -> None:
+    def __init__(
+        self, task_manager: TaskManager, stopped: _Stopped, ended: Callable[[], None]
+    ) -> None:
         super().__init__(task_manager)
         self._stopped = stopped
+        self._ended = ended  # the run's events are all read: its end (if any) is stored
 
     async def consume_and_break_on_interrupt(
         self,
@@ -91,10 +146,15 @@ class _Reader(ResultAggregator):
         event_callback: Callable[[], Awaitable[None]] | None = None,
     ) -> tuple[Task | Message | None, bool, asyncio.Task[Any] | None]:
         try:
-            return await super().consume_and_break_on_interrupt(consumer, blocking, event_callback)
+            result = await super().consume_and_break_on_interrupt(
+                consumer, blocking, event_callback
+            )
         except Exception as exc:
             await self._stopped(exc)
             raise
+        if result[2] is None:  # nothing is read on in the background
+            self._ended()
+        return result
 
     async def _continue_consuming(
         self,
@@ -106,6 +166,7 @@ class _Reader(ResultAggregator):
         except Exception as exc:
             await self._stopped(exc)
             raise
+        self._ended()
 
     async def consume_and_emit(self, consumer: EventConsumer) -> AsyncGenerator[Event]:
         try:
@@ -114,13 +175,16 @@ class _Reader(ResultAggregator):
         except Exception as exc:  # a client that left (GeneratorExit) is read on by a2a
             await self._stopped(exc)
             raise
+        self._ended()
 
     async def consume_all(self, consumer: EventConsumer) -> Task | Message | None:
         try:
-            return await super().consume_all(consumer)
+            result = await super().consume_all(consumer)
         except Exception as exc:
             await self._stopped(exc)
             raise
+        self._ended()
+        return result
 
 
 class LlamonRequestHandler(DefaultRequestHandler):
@@ -142,6 +206,7 @@ class LlamonRequestHandler(DefaultRequestHandler):
         guarded = guard_task_store(task_store)
         super().__init__(agent_executor, OwnedTaskStore(guarded), **kwargs)
         self.guarded_store: GuardedTaskStore = guarded
+        self._producer_claims: dict[asyncio.Task[Any], RunClaim] = {}
         if agent_executor.task_store is task_store:  # one guard, one set of pending ends
             agent_executor.task_store = guarded
 
@@ -164,20 +229,99 @@ class LlamonRequestHandler(DefaultRequestHandler):
                 raise RuntimeError(f"the executor raised {type(exc).__name__}") from exc
         await queue.close()
 
+    @property
+    def _claims(self) -> TaskClaims:
+        return self.agent_executor.claims
+
     async def _setup_message_execution(
         self, params: MessageSendParams, context: ServerCallContext | None = None
     ) -> tuple[TaskManager, str, EventQueue, ResultAggregator, asyncio.Task[Any]]:
-        """a2a-sdk's setup, with a ``_Reader`` that reports a failed read of the events."""
-        manager, task_id, queue, _, producer = await super()._setup_message_execution(
-            params, context
+        """a2a-sdk's setup, one run per task: a message on a task that is running a request
+        already is refused with ``task_busy``; the run's claim is taken in the same
+        critical section as the task's state is read (a cancel cannot slip in between)."""
+        task_id = params.message.task_id
+        if not task_id:  # a new task: its id is made below, nobody else knows it
+            return await self._start_run(params, context)
+        async with self._claims.locked(task_id):
+            if self._claims.running(task_id) is not None:
+                raise task_busy()
+            return await self._start_run(params, context)
+
+    async def _start_run(
+        self, params: MessageSendParams, context: ServerCallContext | None
+    ) -> tuple[TaskManager, str, EventQueue, ResultAggregator, asyncio.Task[Any]]:
+        """a2a-sdk 0.3's ``_setup_message_execution``, with the run's claim, its own queue
+        and a ``_Reader`` that reports a failed read of the events."""
+        manager = _RunManager(self._claims, self.task_store, params, context)
+        task: Task | None = await manager.get_task()
+        if task:
+            if task.status.state in TERMINAL_STATES:
+                raise ServerError(
+                    error=InvalidParamsError(
+                        message=f"Task {task.id} is in terminal state: {task.status.state.value}"
+                    )
+                )
+            task = manager.update_with_message(params.message, task)
+        elif params.message.task_id:
+            raise ServerError(
+                error=TaskNotFoundError(
+                    message=f"Task {params.message.task_id} was specified but does not exist"
+                )
+            )
+        request_context = await self._request_context_builder.build(
+            params=params,
+            task_id=task.id if task else None,
+            context_id=params.message.context_id,
+            task=task,
+            context=context,
         )
+        task_id = cast("str", request_context.task_id)
+        configuration = params.configuration
+        if self._push_config_store and configuration and configuration.push_notification_config:
+            await self._push_config_store.set_info(task_id, configuration.push_notification_config)
+        if isinstance(self._queue_manager, LlamonQueueManager):
+            queue = await self._queue_manager.create(task_id)
+        else:
+            queue = await self._queue_manager.create_or_tap(task_id)
+        claim = self._claims.begin(task_id, str(request_context.context_id), queue)
+        manager.claim = claim
+        producer = asyncio.create_task(self._run_event_stream(request_context, queue))
+        claim.producer = producer
+        self._producer_claims[producer] = claim
+        await self._register_producer(task_id, producer)
 
         async def stopped(exc: Exception) -> None:
             # TaskManager.task_id is set once the task is in the store (or it existed)
             known = manager.task_id is not None
             await self._reader_stopped(task_id, queue, producer, exc, stored=known)
+            self._claims.finish(claim)
 
-        return manager, task_id, queue, _Reader(manager, stopped), producer
+        reader = _Reader(manager, stopped, lambda: self._claims.finish(claim))
+        return manager, task_id, queue, reader, producer
+
+    async def _cleanup_producer(self, producer_task: asyncio.Task[Any], task_id: str) -> None:
+        """Once the run's agent has stopped: close its queue and forget it, leaving a next
+        run of the same task alone; its claim is let go if its reader did not already."""
+        try:
+            await producer_task
+        except asyncio.CancelledError:
+            logger.debug("task %s: the agent was cancelled", task_id)
+        claim = self._producer_claims.pop(producer_task, None)
+        if isinstance(self._queue_manager, LlamonQueueManager) and claim is not None:
+            if claim.queue is not None:
+                await self._queue_manager.release(task_id, claim.queue)
+        else:
+            with contextlib.suppress(NoTaskQueue):  # closed by an earlier cleanup
+                await self._queue_manager.close(task_id)
+        async with self._running_agents_lock:
+            if self._running_agents.get(task_id) is producer_task:
+                del self._running_agents[task_id]
+        if claim is not None and not claim.done.is_set():
+            try:  # its reader stores the end it is reading, then lets go
+                await asyncio.wait_for(claim.done.wait(), CLAIM_GRACE)
+            except TimeoutError:
+                logger.warning("task %s: its run ended without its end being stored", task_id)
+                self._claims.finish(claim)
 
     async def _reader_stopped(
         self,
@@ -262,11 +406,89 @@ class LlamonRequestHandler(DefaultRequestHandler):
     async def on_cancel_task(
         self, params: TaskIdParams, context: ServerCallContext | None = None
     ) -> Task | None:
-        """tasks/cancel: a finished task gets TaskNotCancelable with ProtocolErrorData."""
+        """tasks/cancel: the task's true end -- ``canceled``, or TaskNotCancelable (-32002,
+        ProtocolErrorData) naming the state it ended in."""
         try:
-            return await super().on_cancel_task(params, context)
+            return await self._cancel_task(params, context)
         except Exception as exc:
             raise protocol_error_for_exception(exc) from None
+
+    async def _cancel_task(self, params: TaskIdParams, context: ServerCallContext | None) -> Task:
+        """End ``params.id`` canceled, deciding against its run in the task's critical section.
+
+        A task nothing runs is ended in the store at once. A running one is ended through
+        its run's claim: if the cancel wins, the agent is cancelled and the run publishes
+        nothing more; either way the answer waits until the run's end is stored, and is
+        that end. A run that ended with a new question before the cancel reached it leaves
+        a paused task, which is then canceled like any.
+        """
+        for _ in range(3):
+            task = await self.task_store.get(params.id, context)
+            if task is None:
+                raise ServerError(error=TaskNotFoundError())
+            async with self._claims.locked(task.id):
+                claim = self._claims.running(task.id)
+                if claim is None:
+                    return await self._cancel_idle(params.id, context)
+                won = await self._cancel_run(claim, task)
+            try:
+                await asyncio.wait_for(claim.done.wait(), RUN_END_WAIT)
+            except TimeoutError:
+                logger.warning("task %s: its end was not stored in time", task.id)
+            stored = await self.task_store.get(params.id, context)
+            if stored is None:
+                raise ServerError(error=TaskNotFoundError())
+            state = stored.status.state
+            if won and state != TaskState.canceled:  # the end is decided, not yet stored
+                status = TaskStatus(state=TaskState.canceled, timestamp=_now())
+                return stored.model_copy(update={"status": status})
+            if won:
+                return stored
+            if state in TERMINAL_STATES:
+                raise _not_cancelable(state)
+        raise _not_cancelable(state)
+
+    async def _cancel_run(self, claim: RunClaim, task: Task) -> bool:
+        """Ask ``claim``'s run to end canceled; ``True`` when this cancel won (the agent is
+        then cancelled), ``False`` when the run's own end came first."""
+        already = claim.ended
+        context = RequestContext(None, task_id=task.id, context_id=task.context_id, task=task)
+        await self.agent_executor.cancel(context, claim.queue or EventQueue())
+        won = not already and claim.ended_by == TaskState.canceled
+        if won and claim.producer is not None:
+            claim.producer.cancel()
+        return won
+
+    async def _cancel_idle(self, task_id: str, context: ServerCallContext | None) -> Task:
+        """Cancel a task no run holds (paused, or left by a stopped worker), in the store."""
+        task = await self.task_store.get(task_id, context)
+        if task is None:
+            raise ServerError(error=TaskNotFoundError())
+        if task.status.state in TERMINAL_STATES:
+            raise _not_cancelable(task.status.state)
+        queue = EventQueue()
+        request = RequestContext(None, task_id=task.id, context_id=task.context_id, task=task)
+        await self.agent_executor.cancel(request, queue)
+        manager = TaskManager(
+            task_id=task.id,
+            context_id=task.context_id,
+            task_store=self.task_store,
+            initial_message=None,
+            context=context,
+        )
+        while True:  # what cancel published; nothing else writes to this queue
+            try:
+                event = await queue.dequeue_event(no_wait=True)
+            except asyncio.QueueEmpty:
+                break
+            queue.task_done()
+            await manager.process(event)
+        await queue.close(immediate=True)
+        result = await manager.get_task()
+        state = result.status.state if result is not None else task.status.state
+        if result is None or state != TaskState.canceled:
+            raise _not_cancelable(state)
+        return result
 
     async def on_resubscribe_to_task(
         self, params: TaskIdParams, context: ServerCallContext | None = None
@@ -329,6 +551,25 @@ class LlamonRequestHandler(DefaultRequestHandler):
             await super().on_delete_task_push_notification_config(params, context)
         except Exception as exc:
             raise protocol_error_for_exception(exc) from None
+
+
+def _is_final(event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> bool:
+    """Whether ``event`` ends its run (what a2a-sdk's consumer stops reading at)."""
+    if isinstance(event, TaskStatusUpdateEvent):
+        return event.final
+    if isinstance(event, Task):
+        return event.status.state in TERMINAL_STATES or event.status.state in PAUSED_STATES
+    return False
+
+
+def _not_cancelable(state: TaskState) -> ServerError:
+    """-32002, its message naming the state the task is in as on the wire."""
+    message = f"Task cannot be canceled - current state: {state.value}"
+    return ServerError(error=TaskNotCancelableError(message=message))
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
 
 
 def _stream_event(event: Event) -> Event:

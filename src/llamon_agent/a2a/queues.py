@@ -1,7 +1,7 @@
 """Event queues for llamon's request handler: one per task, isolated and never blocking.
 
 ``LlamonQueueManager`` (the default of ``LlamonRequestHandler``) is a2a-sdk's
-``InMemoryQueueManager`` with three repairs:
+``InMemoryQueueManager`` with four repairs:
 
 * **Closing never holds up other tasks.** a2a-sdk's ``close`` awaits a graceful
   ``EventQueue.close()`` -- which waits until every event put on the queue has been read --
@@ -18,6 +18,10 @@
   therefore extended one artifact twice: the stored task, and the events still waiting
   for a resubscriber, held every chunk twice. A tapped queue here receives deep copies; a
   task nobody resubscribes to has no tapped queue and pays nothing.
+* **Each run of a task has its own queue.** ``create`` replaces the queue of a run that
+  has ended but is still closing, and ``release`` closes one run's queue without
+  touching the next run's (a2a-sdk tapped the old queue for the new run, and the old
+  run's cleanup then closed the new run's queue).
 * **A resubscriber reads the task's end.** When the request's consumer reads the final
   event it closes the queue at once, which emptied every tapped queue: a resubscriber
   that had not read the final status-update yet never received it. A tapped queue closed
@@ -90,6 +94,28 @@ class LlamonQueueManager(InMemoryQueueManager):
                 raise
             return tapped
         return queue
+
+    async def create(self, task_id: str) -> EventQueue:
+        """A new queue for a new run of ``task_id``.
+
+        A queue still registered for the task belongs to a run whose end is already
+        stored (only one run of a task goes on at a time, ``task_locks``) and is merely
+        being closed: it is replaced, never tapped, so the new run shares nothing with it.
+        """
+        queue = _TaskQueue()
+        async with self._lock:
+            self._task_queue[task_id] = queue
+        return queue
+
+    async def release(self, task_id: str, queue: EventQueue) -> None:
+        """Close ``queue`` (one run's), unregistering it if it is still ``task_id``'s.
+
+        A later run's queue is left alone.
+        """
+        async with self._lock:
+            if self._task_queue.get(task_id) is queue:
+                del self._task_queue[task_id]
+        await queue.close()
 
     async def close(self, task_id: str) -> None:
         """Remove the task's queue, then close it (the wait concerns this task only).

@@ -500,6 +500,14 @@ _ENTRIES: Final[tuple[tuple[str, Stage, ErrorCode, bool, str, str], ...]] = (
         "resend_the_task",
         "the server stopped gracefully while the task was running",
     ),
+    (
+        "task_busy",
+        _S.A2A_SERVE,
+        _E.RATE_LIMITED,
+        True,
+        "retry_once_the_running_request_ended",
+        "a message on a task that is still running another request",
+    ),
     # the SDK's own exceptions (reason = snake_case of the type name)
     (
         "component_invoke_error",

@@ -66,6 +66,7 @@ JSON_RPC_CODE_TO_ERROR_CODE: Final[MappingProxyType[int, ErrorCode]] = MappingPr
         -32007: ErrorCode.NOT_FOUND,  # AuthenticatedExtendedCardNotConfiguredError
         # llamon-agent (server-defined range)
         -32040: ErrorCode.AUTH_REQUIRED,  # unauthenticated call (HTTP 401)
+        -32041: ErrorCode.RATE_LIMITED,  # task_busy: the task is running a request already
     }
 )
 """JSON-RPC / A2A 0.3 numeric error code -> `ErrorCode`. Read-only."""
