@@ -495,3 +495,30 @@ async def test_tasks_get_of_an_evicted_task_is_not_found_over_http() -> None:
     assert texts(third) == ["echo m2"]
     assert app.state.llamon_task_store is tasks
     assert (tasks.finished_count, tasks.unfinished_count) == (2, 0)
+
+
+async def test_a_contexts_last_task_is_found_while_held() -> None:
+    tasks = store(max_finished=1)
+    await tasks.save(task("first"))
+    found = await tasks.task_in_context("ctx")
+    assert found is not None
+    assert found.id == "first"
+    assert await tasks.task_in_context("no-such-context") is None
+
+    other = Task(id="other", context_id="other-ctx", status=TaskStatus(state=TaskState.completed))
+    await tasks.save(other)  # evicts "first": its context is no longer found
+    assert await tasks.task_in_context("ctx") is None
+    assert await tasks.task_in_context("other-ctx") == other
+
+
+async def test_contexts_of_removed_tasks_are_pruned() -> None:
+    tasks = store(max_finished=1)
+    for i in range(3000):
+        await tasks.save(
+            Task(id=f"t{i}", context_id=f"c{i}", status=TaskStatus(state=TaskState.completed))
+        )
+    assert len(tasks) == 1
+    assert len(tasks._context_tasks) <= 2 * len(tasks) + 1024 + 1
+    found = await tasks.task_in_context("c2999")
+    assert found is not None
+    assert found.id == "t2999"

@@ -150,11 +150,48 @@ async def test_unfinished_tasks_are_found_through_the_partial_index(
     assert "llamon_tasks_unfinished" in " ".join(str(row) for row in plan)
 
 
+async def test_a_contexts_task_is_found_through_the_context_index(
+    stores: Stores, tmp_path: Path
+) -> None:
+    store = stores.task_store
+    assert isinstance(store, SQLiteTaskStore)
+    await store.save(_task("in-ctx"))
+    assert await store.task_in_context("ctx") == _task("in-ctx")
+    assert await store.task_in_context("no-such-context") is None
+    plan = _rows(
+        tmp_path / "tasks.db",
+        "EXPLAIN QUERY PLAN SELECT task FROM llamon_tasks WHERE context_id = 'ctx' LIMIT 1",
+    )
+    assert "llamon_tasks_context" in " ".join(str(row) for row in plan)
+
+
 # --- the file: schema versions, foreign files, a2a-sdk's tables -----------------------------
 
 
 async def test_a_new_file_records_its_schema_version(stores: Stores, tmp_path: Path) -> None:
     assert _rows(tmp_path / "tasks.db", "PRAGMA user_version") == [(SQLITE_SCHEMA_VERSION,)]
+
+
+async def test_a_version_1_file_gets_the_context_index_and_keeps_its_tasks(
+    tmp_path: Path,
+) -> None:
+    opened = await open_stores("sqlite", home=tmp_path)
+    await opened.task_store.save(_task("old"))
+    await opened.close()
+    with sqlite3.connect(tmp_path / "tasks.db") as plain:  # as llamon with schema 1 left it
+        plain.execute("DROP INDEX llamon_tasks_context")
+        plain.execute("PRAGMA user_version = 1")
+
+    reopened = await open_stores("sqlite", home=tmp_path)
+    try:
+        store = reopened.task_store
+        assert isinstance(store, SQLiteTaskStore)
+        assert await store.task_in_context("ctx") == _task("old")
+    finally:
+        await reopened.close()
+    assert _rows(tmp_path / "tasks.db", "PRAGMA user_version") == [(2,)]
+    indexes = _rows(tmp_path / "tasks.db", "SELECT name FROM sqlite_master WHERE type = 'index'")
+    assert ("llamon_tasks_context",) in indexes
 
 
 async def test_a_file_from_a_newer_llamon_is_refused(tmp_path: Path) -> None:

@@ -363,7 +363,9 @@ class LlamonRequestHandler(DefaultRequestHandler):
         """message/send: validate, run, and surface a protocol error the agent raised."""
         try:
             self.agent_executor._validate_request(params)
-            self.task_store.check_message(params.message, context)
+            unknown_context = self.task_store.check_message(params.message, context)
+            if unknown_context is not None:  # rare: a client-named context not remembered
+                await self.task_store.check_context(unknown_context, context)
             result = await super().on_message_send(params, context)
         except Exception as exc:
             raise protocol_error_for_exception(exc) from None
@@ -379,7 +381,9 @@ class LlamonRequestHandler(DefaultRequestHandler):
         """message/stream: as message/send, event by event."""
         try:
             self.agent_executor._validate_request(params)
-            self.task_store.check_message(params.message, context)
+            unknown_context = self.task_store.check_message(params.message, context)
+            if unknown_context is not None:  # rare: a client-named context not remembered
+                await self.task_store.check_context(unknown_context, context)
             async for item in super().on_message_send_stream(params, context):
                 event = _stream_event(item)
                 if (

@@ -29,6 +29,9 @@ at most ``MemoryLimits.max_finished`` finished tasks, each for at most
 
   With ``max_finished=0`` that also forgets the configs before a2a-sdk sends the final
   push notification of the task, so that notification is not sent.
+* ``task_in_context(context_id)`` answers the task saved last under ``context_id`` while
+  the store holds it (one dict lookup; how a context's owner is learned again once the
+  server's memory of recent contexts has forgotten it), else ``None``.
 * Everything lives in this process and is lost when it stops.
 """
 
@@ -140,6 +143,9 @@ class BoundedMemoryTaskStore(TaskStore):
         # id -> when it finished, oldest first. OrderedDict, not dict: popping the first
         # item of a dict leaves holes that the next ``next(iter(...))`` walks over.
         self._finished: OrderedDict[str, float] = OrderedDict()
+        # context id -> the task saved last in it; entries of removed tasks are pruned
+        # once they outnumber the tasks (amortised O(1) per save).
+        self._context_tasks: dict[str, str] = {}
 
     @property
     def limits(self) -> MemoryLimits:
@@ -175,6 +181,10 @@ class BoundedMemoryTaskStore(TaskStore):
         now = self._clock()
         task_id = task.id
         finished = self._finished
+        context_tasks = self._context_tasks
+        context_tasks[task.context_id] = task_id
+        if len(context_tasks) > 2 * len(self._tasks) + 1024:
+            self._prune_contexts()
         if task.status.state in FINISHED_STATES:
             self._tasks[task_id] = task.model_dump_json()
             if task_id not in finished:
@@ -204,6 +214,16 @@ class BoundedMemoryTaskStore(TaskStore):
         ignored."""
         self._tasks.pop(task_id, None)
         self._finished.pop(task_id, None)
+
+    async def task_in_context(self, context_id: str) -> Task | None:
+        """A copy of the task saved last under ``context_id``, or ``None`` when the store
+        no longer holds it (evicted, deleted) or never did."""
+        task_id = self._context_tasks.get(context_id)
+        return None if task_id is None else await self.get(task_id)
+
+    def _prune_contexts(self) -> None:
+        tasks = self._tasks
+        self._context_tasks = {c: t for c, t in self._context_tasks.items() if t in tasks}
 
     def _evict_old(self, now: float) -> None:
         max_age = self._limits.max_finished_age

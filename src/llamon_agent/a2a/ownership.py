@@ -26,9 +26,16 @@ from what it returns, so no caller ever reads it. Reads and writes without a con
 (the server's own: ending a task whose request failed, reconciling at start) see the
 stored task as it is. A task stored without a stamp belongs to the default caller.
 
-Contexts: the store remembers which caller each context it has seen a task of belongs to
-(in memory, the most recent ``CONTEXT_MEMORY`` contexts); after a restart a context is
-known again once one of its tasks is read or written.
+Contexts: a context belongs to the caller of its tasks. The store remembers the owner of
+each context it has seen a task of (in memory, the most recent ``CONTEXT_MEMORY``
+contexts), so a message naming no context or a remembered one costs one dict lookup. A
+message naming a context not remembered (after a restart, or once forgotten) asks the
+task store for one task of that context -- one query, ``context_lookup`` -- and remembers
+its owner: contexts stay owned across restarts on the SQLite and PostgreSQL stores, and
+for as long as the memory store keeps one of the context's tasks. A task store that
+cannot look contexts up (a user's own ``TaskStore`` without ``task_in_context``) knows a
+context only while it is remembered: after a restart, until one of its tasks is read or
+written.
 """
 
 from __future__ import annotations
@@ -48,6 +55,8 @@ from a2a.types import (
     TaskPushNotificationConfig,
 )
 from a2a.utils.errors import ServerError
+
+from llamon_agent.a2a.context_lookup import context_finder
 
 __all__ = [
     "CONTEXT_MEMORY",
@@ -99,6 +108,7 @@ class OwnedTaskStore(TaskStore):
     def __init__(self, inner: TaskStore) -> None:
         self.inner = inner
         self._contexts: dict[str, str] = {}
+        self._find_context = context_finder(inner)
 
     async def save(self, task: Task, context: ServerCallContext | None = None) -> None:
         """Save ``task``, stamped with the caller of ``context`` (when there is one and
@@ -131,13 +141,34 @@ class OwnedTaskStore(TaskStore):
             return
         await self.inner.delete(task_id, context)
 
-    def check_message(self, message: Message, context: ServerCallContext | None) -> None:
+    def check_message(self, message: Message, context: ServerCallContext | None) -> str | None:
         """Refuse, as for an unknown task (-32001), a message without a ``taskId`` that
-        names a context another caller owns. One dict lookup."""
+        names a context another caller owns, as far as remembered. One dict lookup.
+
+        Returns the message's ``contextId`` when its owner is not remembered and the task
+        store can be asked: the caller then awaits ``check_context`` with it."""
         if message.task_id or not message.context_id or context is None:
+            return None
+        context_id = message.context_id
+        known = self._contexts.get(context_id)
+        if known is None:
+            return context_id if self._find_context is not None else None
+        if known != owner_of(context):
+            raise ServerError(error=TaskNotFoundError())
+        return None
+
+    async def check_context(self, context_id: str, context: ServerCallContext | None) -> None:
+        """``check_message`` for a context not remembered: ask the task store for one of
+        its tasks (one query) and remember its owner; refuse (-32001) when that is
+        another caller. A context without stored tasks is anyone's to start."""
+        if self._find_context is None or context is None:
             return
-        known = self._contexts.get(message.context_id)
-        if known is not None and known != owner_of(context):
+        task = await self._find_context(context_id)
+        if task is None:
+            return
+        stamp = _stamp(task)
+        self._remember(context_id, stamp)
+        if stamp != owner_of(context):
             raise ServerError(error=TaskNotFoundError())
 
     def _remember(self, context_id: str, owner: str) -> None:

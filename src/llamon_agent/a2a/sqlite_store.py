@@ -11,7 +11,8 @@ What the caller sees:
 * Every statement is a fixed string, prepared once per connection; there is no
   per-request engine, session, reflection or schema work.
 * A task is one row: its id, context, state and owning worker as columns (reconciliation
-  finds unfinished tasks through a partial index) and the whole task as JSON.
+  finds unfinished tasks through a partial index, ``task_in_context`` a context's tasks
+  through an index on the context) and the whole task as JSON.
 * A file written by llamon before this store (a2a-sdk's ``tasks`` and
   ``push_notification_configs`` tables) is carried over once, on first open; the old tables
   are left as they were.
@@ -47,8 +48,11 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-SQLITE_SCHEMA_VERSION: Final = 1
-"""``PRAGMA user_version`` of a file this module wrote; a newer file is refused."""
+SQLITE_SCHEMA_VERSION: Final = 2
+"""``PRAGMA user_version`` of a file this module wrote; a newer file is refused.
+
+1: the tables; 2: an index on ``llamon_tasks.context_id`` (a version-1 file gets it on
+first open: every schema statement is ``IF NOT EXISTS``)."""
 
 _UNFINISHED = ", ".join(f"'{state}'" for state in ORPHAN_STATES)
 _SCHEMA: Final = (
@@ -62,6 +66,7 @@ _SCHEMA: Final = (
     )""",
     f"""CREATE INDEX IF NOT EXISTS llamon_tasks_unfinished
         ON llamon_tasks (id, worker) WHERE state IN ({_UNFINISHED})""",
+    "CREATE INDEX IF NOT EXISTS llamon_tasks_context ON llamon_tasks (context_id)",
     """CREATE TABLE IF NOT EXISTS llamon_push_configs (
         task_id TEXT NOT NULL,
         config_id TEXT NOT NULL,
@@ -76,6 +81,7 @@ _UPSERT_TASK: Final = (
     " updated_at = excluded.updated_at, task = excluded.task"
 )
 _SELECT_TASK: Final = "SELECT task FROM llamon_tasks WHERE id = ?"
+_SELECT_CONTEXT_TASK: Final = "SELECT task FROM llamon_tasks WHERE context_id = ? LIMIT 1"
 _DELETE_TASK: Final = "DELETE FROM llamon_tasks WHERE id = ?"
 _SELECT_ORPHANS: Final = (
     f"SELECT id FROM llamon_tasks WHERE state IN ({_UNFINISHED})"  # noqa: S608 - constants
@@ -210,6 +216,11 @@ class SQLiteTaskStore(TaskStore):
     async def delete(self, task_id: str, context: ServerCallContext | None = None) -> None:
         """Remove the task (a no-op for an unknown id)."""
         await self.database.write((_DELETE_TASK, (task_id,)))
+
+    async def task_in_context(self, context_id: str) -> Task | None:
+        """One task stored under ``context_id``, or ``None`` (one query, by an index)."""
+        row = await self.database.read(fetch_one(_SELECT_CONTEXT_TASK, (context_id,)))
+        return None if row is None else Task.model_validate_json(row[0])
 
     async def unfinished_task_ids(self, worker: str) -> list[str]:
         """Ids of ``submitted``/``working`` tasks stamped by ``worker`` or not stamped, sorted.

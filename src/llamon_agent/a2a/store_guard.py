@@ -15,6 +15,9 @@ request handler and the executor use it, never the raw store. What the caller se
   and in the background with backoff (0.1 s doubling to 5 s) until the store answers.
   Meanwhile ``get`` already answers the task with its pending terminal status, so
   ``tasks/get`` never shows ``working`` for a task that has ended.
+* ``task_in_context(context_id)`` finds a stored task of a context (``context_lookup``),
+  its failures classified the same way; ``None`` when there is none or the store cannot
+  look contexts up.
 * ``drain()`` at shutdown makes one last attempt (bounded) and stops the retries; what is
   still pending then is ended at the next start by ``reconcile_orphaned_tasks``.
 """
@@ -31,6 +34,7 @@ from a2a.server.context import ServerCallContext
 from a2a.server.tasks import TaskStore
 from a2a.types import Task, TaskState, TaskStatus
 
+from llamon_agent.a2a.context_lookup import context_finder
 from llamon_agent.core.classify import classify_exception
 from llamon_agent.core.codes import ErrorCode
 from llamon_agent.exceptions import LlamonError
@@ -77,6 +81,7 @@ class GuardedTaskStore(TaskStore):
         self._pending: dict[str, _Pending] = {}
         self._wake = asyncio.Event()
         self._retrier: asyncio.Task[None] | None = None
+        self._find_context = context_finder(inner)
 
     # -- TaskStore ------------------------------------------------------------------
 
@@ -109,6 +114,16 @@ class GuardedTaskStore(TaskStore):
         self._pending.pop(task_id, None)
         try:
             await self.inner.delete(task_id, context)
+        except Exception as exc:
+            _raise_classified(exc)
+
+    async def task_in_context(self, context_id: str) -> Task | None:
+        """A stored task of ``context_id``, or ``None`` (none stored, or the store cannot
+        look contexts up); a transient failure raises ``TaskStoreUnavailableError``."""
+        if self._find_context is None:
+            return None
+        try:
+            return await self._find_context(context_id)
         except Exception as exc:
             _raise_classified(exc)
 
