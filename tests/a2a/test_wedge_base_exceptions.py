@@ -9,9 +9,7 @@ serving. Only a real signal stops ``llamon serve``.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import sys
 import textwrap
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -23,6 +21,7 @@ import pytest
 from llamon_agent.a2a.agent import AgentContext
 from llamon_agent.a2a.server import create_app
 
+from ..e2e.serve_utils import llamon_serve
 from .server_utils import make_card
 from .test_wedge import DEADLINE, assert_served, failure_data, get_task, rpc, serving, state_of
 
@@ -89,33 +88,10 @@ async def llamon_serve_file(
     """``python -m llamon_agent serve`` of ``_AGENT_FILE`` on a free port (memory store)."""
     path = tmp_path / "raising_agent.py"
     path.write_text(textwrap.dedent(_AGENT_FILE))
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "llamon_agent",
-        "serve",
-        f"{path}:agent",
-        "--port",
-        "0",
-        "--store",
-        "memory",
-        env={**os.environ, "LLAMON_HOME": str(tmp_path)},
-        stderr=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.DEVNULL,
-    )
-    assert process.stderr is not None
-    url = ""
-    while not url:
-        line = (await asyncio.wait_for(process.stderr.readline(), 30)).decode()
-        assert line, "the server exited before it was ready"
-        if line.startswith("llamon: serving"):
-            url = line.split(" at ", 1)[1].split(" ", 1)[0]
-    try:
-        yield process, url
-    finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(process.wait(), 20)
+    async with llamon_serve(
+        tmp_path, "--store", "memory", worker_id=None, target=f"{path}:agent"
+    ) as served:
+        yield served
 
 
 async def test_keyboard_interrupt_or_system_exit_in_an_agent_does_not_stop_llamon_serve(

@@ -19,12 +19,14 @@ READY_TIMEOUT = 30.0
 
 @asynccontextmanager
 async def llamon_serve(
-    home: Path, *options: str, worker_id: str | None = "crash-test"
+    home: Path, *options: str, worker_id: str | None = "crash-test", target: str | None = None
 ) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
-    """``python -m llamon_agent serve`` of the demo agent on a free port with
-    ``LLAMON_HOME=home``; ``options`` are more CLI options (default ``--store sqlite``);
-    ``worker_id`` is ``LLAMON_WORKER_ID`` (None: unset, the default id of the host)."""
+    """``python -m llamon_agent serve`` of the demo agent (or ``target``, ``module:agent``,
+    with its default card) on a free port with ``LLAMON_HOME=home``; ``options`` are more
+    CLI options (default ``--store sqlite``); ``worker_id`` is ``LLAMON_WORKER_ID`` (None:
+    unset, the default id of the host)."""
     path = demo_agent_path()
+    agent = (target,) if target else ("--card", f"{path}:card", f"{path}:agent")
     env = {**os.environ, "LLAMON_HOME": str(home)}
     env.pop("LLAMON_WORKER_ID", None)
     if worker_id is not None:
@@ -34,12 +36,10 @@ async def llamon_serve(
         "-m",
         "llamon_agent",
         "serve",
-        f"{path}:agent",
-        "--card",
-        f"{path}:card",
         "--port",
         "0",
         *(options or ("--store", "sqlite")),
+        *agent,
         env=env,
         stderr=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.DEVNULL,
