@@ -279,7 +279,7 @@ def memory_limits_kwargs(max_finished: int | None) -> dict[str, Any]:
 
     if "memory_limits" in inspect.signature(open_stores).parameters:
         try:
-            from llamon_agent.a2a.memory_store import (  # type: ignore[import-not-found, unused-ignore]
+            from llamon_agent.a2a.stores.memory import (  # type: ignore[import-not-found, unused-ignore]
                 MemoryLimits,
             )
         except ImportError:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from a2a.types import TaskState
 
-from .a2a.server_utils import a2a_client, running_server, send, texts, user_message
+from tests._support.a2a_server import a2a_client, running_server, send, texts, user_message
 
 README = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
 BLOCKS = re.findall(r"```python\n(.*?)```", README, flags=re.DOTALL)

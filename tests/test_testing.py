@@ -5,8 +5,7 @@ from a2a.types import DataPart, Task, TaskArtifactUpdateEvent, TaskStatusUpdateE
 
 from llamon_agent.core.hitl import HITLInterrupt
 from llamon_agent.exceptions import ComponentInvokeError
-
-from .conftest import stub_executor_run  # 프로젝트 fixture
+from tests.conftest import stub_executor_run  # 프로젝트 fixture
 
 
 @pytest.mark.asyncio

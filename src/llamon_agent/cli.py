@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
-from llamon_agent.a2a.card_cli import card_app
+from llamon_agent.a2a.card.cli import card_app
 from llamon_agent.a2a.serve_logging import LOG_FORMATS, LOG_LEVELS
 from llamon_agent.a2a.stores import MemoryLimits, StoreKind
 from llamon_agent.cli_errors import UserError, listen_problem, store_problem

@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
-from llamon_agent.a2a.sqlite_store import SQLITE_SCHEMA_VERSION
 from llamon_agent.a2a.stores import SQLITE_FILENAME
+from llamon_agent.a2a.stores.sqlite import SQLITE_SCHEMA_VERSION
 
 __all__ = ["UserError", "listen_problem", "store_problem"]
 

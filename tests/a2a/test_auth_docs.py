@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from llamon_agent.a2a import AuthConfig, AuthSpec, build_agent_card, create_app, skill
-from tests.a2a.server_utils import running_server
+from tests._support.a2a_server import running_server
 
 DOC = (Path(__file__).parents[2] / "docs" / "auth-and-push.md").read_text(encoding="utf-8")
 BLOCKS = re.findall(r"```python\n(.*?)```", DOC, flags=re.DOTALL)

@@ -11,8 +11,7 @@ from typing import Any
 from a2a.types import DataPart, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent, TextPart
 
 from llamon_agent.a2a.server import create_app
-
-from .server_utils import a2a_client, make_card, running_server, stream, user_message
+from tests._support.a2a_server import a2a_client, make_card, running_server, stream, user_message
 
 DOC = (Path(__file__).parents[2] / "docs" / "a2a-server.md").read_text(encoding="utf-8")
 BLOCKS = re.findall(r"```python\n(.*?)```", DOC, flags=re.DOTALL)

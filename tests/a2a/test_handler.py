@@ -27,9 +27,15 @@ from llamon_agent.a2a.agent import AgentContext
 from llamon_agent.a2a.executor import CustomAgentExecutor
 from llamon_agent.a2a.server import create_app
 from llamon_agent.exceptions import ComponentInvokeError
-
-from .server_utils import a2a_client, error_data, make_card, running_server, send, stream
-from .server_utils import user_message as message
+from tests._support.a2a_server import (
+    a2a_client,
+    error_data,
+    make_card,
+    running_server,
+    send,
+    stream,
+)
+from tests._support.a2a_server import user_message as message
 
 DEADLINE = 10.0
 LEAK = "password=hunter2"

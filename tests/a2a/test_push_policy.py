@@ -28,9 +28,8 @@ from llamon_agent.a2a.push import BackgroundPushSender
 from llamon_agent.a2a.push_policy import PushPolicy, PushUrlRefused, address_rule
 from llamon_agent.a2a.server import create_app
 from llamon_agent.core.settings import PUSH_ALLOW_ENV, push_allow_setting
-
-from .jsonrpc_utils import post, post_stream, request, text_message
-from .server_utils import make_card, running_server
+from tests._support.a2a_server import make_card, running_server
+from tests._support.jsonrpc import post, post_stream, request, text_message
 
 WAIT_SECONDS = 10.0
 SECRET = "UrlPass-77"

@@ -13,8 +13,7 @@ import pytest
 from llamon_agent.a2a.card import lint_agent_card
 from llamon_agent.a2a.serve import ServeOptions, default_card, serve_agent
 from llamon_agent.a2a.server import create_app, freeze_startup_heap
-
-from .server_utils import a2a_client, make_card, running_server, send, user_message
+from tests._support.a2a_server import a2a_client, make_card, running_server, send, user_message
 
 
 async def pong(ctx: object) -> str:

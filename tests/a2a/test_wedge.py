@@ -25,9 +25,8 @@ from starlette.applications import Starlette
 
 from llamon_agent.a2a.agent import AgentContext
 from llamon_agent.a2a.server import create_app
-
-from .server_utils import make_card
-from .server_utils import user_message as message
+from tests._support.a2a_server import make_card
+from tests._support.a2a_server import user_message as message
 
 DEADLINE = 10.0
 HOST_IN_ERROR = "db.internal.example:5432"

@@ -20,10 +20,17 @@ import pytest
 
 from llamon_agent.a2a.agent import AgentContext
 from llamon_agent.a2a.server import create_app
-
-from ..e2e.serve_utils import llamon_serve
-from .server_utils import make_card
-from .test_wedge import DEADLINE, assert_served, failure_data, get_task, rpc, serving, state_of
+from tests._support.a2a_server import make_card
+from tests._support.serve import llamon_serve
+from tests.a2a.test_wedge import (
+    DEADLINE,
+    assert_served,
+    failure_data,
+    get_task,
+    rpc,
+    serving,
+    state_of,
+)
 
 
 class AgentAborted(BaseException):

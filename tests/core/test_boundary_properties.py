@@ -27,8 +27,7 @@ from llamon_agent.core.failures import FailureRecord
 from llamon_agent.core.logs import install_log_scrubbing
 from llamon_agent.core.settings import set_debug_errors
 from llamon_agent.testing import stub_executor_run
-
-from ..boundary_cases import Case, build, cases, reveals
+from tests._support.boundary_cases import Case, build, cases, reveals
 
 
 def _settings(examples: int) -> settings:

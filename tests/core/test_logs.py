@@ -14,8 +14,7 @@ import pytest
 
 from llamon_agent.a2a.server import create_app
 from llamon_agent.core.logs import install_log_scrubbing, log_scrubbing_installed
-
-from ..a2a.server_utils import make_card, running_server
+from tests._support.a2a_server import make_card, running_server
 
 SECRET = "sk-proj-9fA7bC3dE5fG7hJ9kL1mN3pQ5rS7tU9v"
 

@@ -26,7 +26,12 @@ from llamon_agent.core.scrub import (
     scrub_value,
     set_hash_key,
 )
-from tests.secret_strategies import SECRET_KINDS, SecretSample, innocent_evidence, secret_samples
+from tests._support.secret_strategies import (
+    SECRET_KINDS,
+    SecretSample,
+    innocent_evidence,
+    secret_samples,
+)
 
 PROPERTY = settings(max_examples=200, deadline=None, derandomize=True, database=None)
 HEX16 = re.compile(r"[0-9a-f]{16}")

@@ -18,8 +18,7 @@ from llamon_agent.core.errors import error_data_for_exception
 from llamon_agent.core.failures import FailureRecord
 from llamon_agent.core.settings import set_debug_errors
 from llamon_agent.exceptions import ComponentInvokeError, LlamonApplicationError
-
-from ..secret_strategies import SecretSample, innocent_evidence, secret_samples
+from tests._support.secret_strategies import SecretSample, innocent_evidence, secret_samples
 
 PROPERTY = settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .serve_utils import READY_TIMEOUT, llamon_serve, rpc
+from tests._support.serve import READY_TIMEOUT, llamon_serve, rpc
 
 
 async def _wait_for_working(http: httpx.AsyncClient, url: str, task_id: str) -> None:

@@ -19,9 +19,8 @@ import httpx
 
 from llamon_agent.a2a.server import create_app
 from llamon_agent.a2a.stores import open_stores
-
-from ..a2a.server_utils import make_card, running_server
-from .serve_utils import READY_TIMEOUT, rpc
+from tests._support.a2a_server import make_card, running_server
+from tests._support.serve import READY_TIMEOUT, rpc
 
 SECRET = "sk-proj-9fA7bC3dE5fG7hJ9kL1mN3pQ5rS7tU9v"
 API_KEY = "op-key-4b8d2f"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 
-from .serve_utils import llamon_serve, rpc
+from tests._support.serve import llamon_serve, rpc
 
 
 def _message(text: str) -> dict:

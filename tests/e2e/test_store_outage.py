@@ -25,9 +25,8 @@ import pytest
 
 from llamon_agent.a2a.server import create_app
 from llamon_agent.a2a.stores import open_stores
-
-from ..a2a.server_utils import make_card
-from ..a2a.test_wedge import (
+from tests._support.a2a_server import make_card
+from tests.a2a.test_wedge import (
     DEADLINE,
     Agent,
     assert_served,

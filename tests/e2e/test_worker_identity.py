@@ -12,8 +12,8 @@ from typing import Any
 
 import httpx
 
-from .serve_utils import llamon_serve, rpc
-from .test_crash_recovery import _start_hanging_task, _wait_for_working
+from tests._support.serve import llamon_serve, rpc
+from tests.e2e.test_crash_recovery import _start_hanging_task, _wait_for_working
 
 
 def _hello() -> dict[str, Any]:

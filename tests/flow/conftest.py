@@ -11,7 +11,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from ..a2a.conftest import postgres_schema
+from tests._support.stores import postgres_schema
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])

@@ -11,10 +11,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from llamon_agent import END, START, GraphBuilder
 from llamon_agent.a2a.serve import ServeOptions, serve_agent
 from llamon_agent.flow.checkpointers import attach_checkpointer, open_checkpointer
-
-from ..a2a.conftest import postgres_schema
-from ..a2a.server_utils import a2a_client, error_data, make_card, send, user_message
-from .test_flow_e2e import seed_flow
+from tests._support.a2a_server import a2a_client, error_data, make_card, send, user_message
+from tests._support.stores import postgres_schema
+from tests.e2e.flow.test_flow_e2e import seed_flow
 
 
 def test_attach_only_when_missing() -> None:

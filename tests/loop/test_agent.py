@@ -25,8 +25,7 @@ from llamon_agent.loop import (
     UserMessage,
     tool_call,
 )
-
-from .conftest import FlakyRemote
+from tests.loop.conftest import FlakyRemote
 
 
 class Recorder:

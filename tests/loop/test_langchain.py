@@ -18,8 +18,7 @@ from llamon_agent.loop import ScriptedModel, ToolRegistry, run_loop, tool_call
 from llamon_agent.loop import ToolMessage as LoopToolMessage
 from llamon_agent.loop.langchain import to_langchain_tools
 from llamon_agent.mcp import MCPToolLoader
-
-from .conftest import Calls, FlakyRemote
+from tests.loop.conftest import Calls, FlakyRemote
 
 
 def _by_name(tools: list[StructuredTool]) -> dict[str, StructuredTool]:

@@ -34,8 +34,7 @@ from llamon_agent.loop.react import (
     run_tool_calls,
 )
 from llamon_agent.mcp import MCPToolLoader
-
-from ..a2a.server_utils import (
+from tests._support.a2a_server import (
     a2a_client,
     error_data,
     make_card,
@@ -44,7 +43,7 @@ from ..a2a.server_utils import (
     texts,
     user_message,
 )
-from .conftest import Calls, FlakyRemote
+from tests.loop.conftest import Calls, FlakyRemote
 
 
 def _tool_messages(state: dict[str, Any]) -> list[dict[str, Any]]:

@@ -30,8 +30,7 @@ from llamon_agent.loop import (
     tool_call,
 )
 from llamon_agent.loop.scripted import ScriptStep
-
-from .conftest import Calls
+from tests.loop.conftest import Calls
 
 
 def tool_messages(transcript: Any) -> list[ToolMessage]:

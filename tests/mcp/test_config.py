@@ -22,10 +22,16 @@ from llamon_agent.mcp import (
     MCPToolLoader,
     read_mcp_config,
 )
-
-from ..a2a.server_utils import a2a_client, error_data, make_card, running_server, send, user_message
-from .conftest import ROOT, serving
-from .servers import SECRET
+from tests._support.a2a_server import (
+    a2a_client,
+    error_data,
+    make_card,
+    running_server,
+    send,
+    user_message,
+)
+from tests.mcp.conftest import ROOT, serving
+from tests.mcp.servers import SECRET
 
 BOOKSHOP = str(ROOT / "examples" / "bookshop_mcp_server.py")
 TOKEN = "sk-live-config-token-0123456789abcdef"

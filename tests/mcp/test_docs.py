@@ -19,7 +19,7 @@ from llamon_agent.a2a import create_app
 from llamon_agent.examples.bookshop import build_server
 from llamon_agent.loop import ScriptedModel, tool_call
 from llamon_agent.mcp import MCPToolLoader
-from tests.a2a.server_utils import (
+from tests._support.a2a_server import (
     a2a_client,
     error_data,
     make_card,

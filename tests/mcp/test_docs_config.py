@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 
 from llamon_agent.mcp import read_mcp_config
-
-from .conftest import ROOT
+from tests.mcp.conftest import ROOT
 
 DOC = (ROOT / "docs" / "mcp.md").read_text(encoding="utf-8")
 SECTION = DOC[DOC.index("## Servers from `mcp.json`") :]

@@ -34,6 +34,7 @@ __all__ = [
     "Chunk",
     "Completed",
     "Final",
+    "FinalOutput",
     "FlowContext",
     "FunctionAgent",
     "GeneratorAgent",
@@ -61,7 +62,7 @@ AgentOutput: TypeAlias = str | Mapping[str, Any] | Sequence[Part] | Completed | 
 
 
 @dataclass(frozen=True, slots=True)
-class Final:
+class FinalOutput:
     """Yielded last by a ``stream``: the run's output, which is not streamed as a chunk.
 
     Text already streamed is not sent again; a mapping or parts become a ``result``
@@ -69,6 +70,10 @@ class Final:
     """
 
     output: AgentOutput
+
+
+Final = FinalOutput
+"""The older name of ``FinalOutput``, kept for code written against it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,8 +214,8 @@ class StreamingAgent(Agent, Protocol):
       shown.
     """
 
-    def stream(self, ctx: AgentContext) -> AsyncIterator[Chunk | Final]:
-        """Yield chunks (then optionally ``Final(output)``); raising after the agent
+    def stream(self, ctx: AgentContext) -> AsyncIterator[Chunk | FinalOutput]:
+        """Yield chunks (then optionally ``FinalOutput(output)``); raising after the agent
         published anything fails the task with no fallback to ``invoke``."""
         ...
 
@@ -246,7 +251,7 @@ class GeneratorAgent:
 
     def __init__(
         self,
-        fn: Callable[[AgentContext], AsyncIterator[Chunk | Final]],
+        fn: Callable[[AgentContext], AsyncIterator[Chunk | FinalOutput]],
         *,
         stream_fallback: bool = True,
         hold_chunks: bool = False,
@@ -256,7 +261,7 @@ class GeneratorAgent:
         self.stream_fallback = stream_fallback
         self.hold_chunks = hold_chunks
 
-    def stream(self, ctx: AgentContext) -> AsyncIterator[Chunk | Final]:
+    def stream(self, ctx: AgentContext) -> AsyncIterator[Chunk | FinalOutput]:
         """The generator itself."""
         return self.fn(ctx)
 
@@ -265,7 +270,7 @@ class GeneratorAgent:
         texts: list[str] = []
         parts: list[Part] = []
         async for chunk in self.fn(ctx):
-            if isinstance(chunk, Final):
+            if isinstance(chunk, FinalOutput):
                 return chunk.output
             if isinstance(chunk, str):
                 texts.append(chunk)

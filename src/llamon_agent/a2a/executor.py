@@ -71,14 +71,14 @@ from llamon_agent.a2a.agent import (
     AgentOutput,
     Chunk,
     Completed,
-    Final,
+    FinalOutput,
     FlowContext,
     as_agent,
 )
 from llamon_agent.a2a.protocol import RequestLimits, check_send_params, with_protocol_data
-from llamon_agent.a2a.store_guard import GuardedTaskStore
+from llamon_agent.a2a.stores.guard import GuardedTaskStore
+from llamon_agent.a2a.stores.workers import WORKER_METADATA_KEY, worker_id
 from llamon_agent.a2a.task_locks import RunClaim, TaskClaims
-from llamon_agent.a2a.workers import WORKER_METADATA_KEY, worker_id
 from llamon_agent.core.classify import classify_exception
 from llamon_agent.core.codes import ErrorCode, Stage, json_rpc_to_error_code
 from llamon_agent.core.error_data import (
@@ -285,7 +285,7 @@ class CustomAgentExecutor(AgentExecutor):
             return await self.agent.invoke(ctx)
         try:
             async for chunk in stream(ctx):
-                if isinstance(chunk, Final):
+                if isinstance(chunk, FinalOutput):
                     return _Streamed(chunk.output)
                 await self._emit(run, chunk)
             return None
@@ -387,7 +387,7 @@ class CustomAgentExecutor(AgentExecutor):
             await run.updater.update_status(TaskState.working, message=_agent_message(run, parts))
 
     async def _finish(self, run: _Run, result: AgentOutput | _Streamed) -> None:
-        streamed = isinstance(result, _Streamed)  # Final(output) of a stream
+        streamed = isinstance(result, _Streamed)  # FinalOutput(output) of a stream
         output = result.output if isinstance(result, _Streamed) else result
         if isinstance(output, HITLInterrupt):
             auth = output.kind == "auth-required"
@@ -680,7 +680,7 @@ class CustomAgentExecutor(AgentExecutor):
 
 @dataclass(frozen=True, slots=True)
 class _Streamed:
-    """The ``Final(output)`` a stream ended with: its text was streamed already."""
+    """The ``FinalOutput(output)`` a stream ended with: its text was streamed already."""
 
     output: AgentOutput
 

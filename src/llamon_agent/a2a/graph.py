@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from llamon_agent._extras import requires_extra
-from llamon_agent.a2a.agent import AgentContext, AgentOutput, Chunk, Final, FlowContext
+from llamon_agent.a2a.agent import AgentContext, AgentOutput, Chunk, FinalOutput, FlowContext
 from llamon_agent.core.hitl import HITLInterrupt, InterruptKind
 from llamon_agent.flow.builder import HITL_MARKER, GraphBuilder
 from llamon_agent.flow.context import extract_flow_error_context
@@ -105,8 +105,8 @@ class GraphAgent:
         """Run the graph to the end (or to an interrupt)."""
         return self._result(await self.graph.ainvoke(self._input(ctx), self._config(ctx)))
 
-    async def stream(self, ctx: AgentContext) -> AsyncIterator[Chunk | Final]:
-        """Yield what nodes write with ``get_stream_writer()``, then ``Final(output)``."""
+    async def stream(self, ctx: AgentContext) -> AsyncIterator[Chunk | FinalOutput]:
+        """Yield what nodes write with ``get_stream_writer()``, then ``FinalOutput(output)``."""
         last_state: Any = None
         async for mode, item in self.graph.astream(
             self._input(ctx), self._config(ctx), stream_mode=["custom", "values"]
@@ -115,7 +115,7 @@ class GraphAgent:
                 yield item if isinstance(item, str | Mapping) else str(item)
             else:
                 last_state = item
-        yield Final(self._result(last_state))
+        yield FinalOutput(self._result(last_state))
 
     async def failure_context(self, ctx: AgentContext, exc: BaseException) -> FlowContext | None:
         """The failed node and completed nodes, when a context hook is set."""

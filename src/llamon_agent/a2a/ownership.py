@@ -56,7 +56,7 @@ from a2a.types import (
 )
 from a2a.utils.errors import ServerError
 
-from llamon_agent.a2a.context_lookup import context_finder
+from llamon_agent.a2a.stores.context_lookup import context_finder
 
 __all__ = [
     "CONTEXT_MEMORY",

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from llamon_agent.a2a.agent import AgentContext, AgentOutput, Chunk, Final
+from llamon_agent.a2a.agent import AgentContext, AgentOutput, Chunk, FinalOutput
 from llamon_agent.a2a.card import build_agent_card, skill
 from llamon_agent.core.errors import ErrorCode, raise_application_error
 from llamon_agent.core.hitl import HITLInterrupt
@@ -61,10 +61,10 @@ class DemoAgent:
             await asyncio.Event().wait()
         return f"Hello! You said: {ctx.text.strip()}"
 
-    async def stream(self, ctx: AgentContext) -> AsyncIterator[Chunk | Final]:
+    async def stream(self, ctx: AgentContext) -> AsyncIterator[Chunk | FinalOutput]:
         """``stream`` streams and fails midway; any other command answers as ``invoke``."""
         if ctx.text.strip().lower() != "stream":
-            yield Final(await self.invoke(ctx))
+            yield FinalOutput(await self.invoke(ctx))
             return
         for word in ("Streaming ", "a long ", "answer "):
             yield word

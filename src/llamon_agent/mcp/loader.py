@@ -41,8 +41,8 @@ from llamon_agent.mcp.errors import MCPLoadError
 from llamon_agent.mcp.normalizer import (
     DEFAULT_MAX_TRANSPORT_FAILURES,
     MCPTool,
-    RawToolCall,
     RequestBudget,
+    ToolCaller,
     wrap_tool_output_normalizer,
 )
 from llamon_agent.mcp.transport import classify_mcp_failure, is_session_lost
@@ -277,7 +277,7 @@ class MCPSession:
         include = self.loader.include
         return [t for t in tools if include is None or t.name in include]
 
-    def _caller(self, remote_name: str) -> RawToolCall:
+    def _caller(self, remote_name: str) -> ToolCaller:
         async def call(arguments: dict[str, Any]) -> CallToolResult:
             return await self.call_tool(remote_name, arguments)
 

@@ -71,8 +71,8 @@ __all__ = [
     "DEFAULT_MAX_TRANSPORT_FAILURES",
     "MCPTool",
     "McpToolOutput",
-    "RawToolCall",
     "RequestBudget",
+    "ToolCaller",
     "unavailable_text",
     "wrap_tool_output_normalizer",
 ]
@@ -84,7 +84,7 @@ DEFAULT_MAX_TRANSPORT_FAILURES: Final = 3
 
 _ERROR_TEXT_LIMIT: Final = 2000
 
-RawToolCall = Callable[[dict[str, Any]], Awaitable[CallToolResult]]
+ToolCaller = Callable[[dict[str, Any]], Awaitable[CallToolResult]]
 """Calls the remote tool once: its arguments in, mcp's ``CallToolResult`` out, raising on a
 transport or protocol failure (what ``mcp.Client.call_tool`` does)."""
 
@@ -235,7 +235,7 @@ class MCPTool:
     description: str
     parameters: Mapping[str, Any]
     budget: RequestBudget
-    _call: RawToolCall = field(repr=False)
+    _call: ToolCaller = field(repr=False)
     remote_name: str = ""
     output_schema: Mapping[str, Any] | None = None
     validates_arguments: ClassVar[bool] = True
@@ -302,7 +302,7 @@ class MCPTool:
 
 def wrap_tool_output_normalizer(
     tool: Any,
-    call: RawToolCall,
+    call: ToolCaller,
     *,
     budget: RequestBudget,
     name: str | None = None,
@@ -311,7 +311,7 @@ def wrap_tool_output_normalizer(
 
     ``tool`` is the server's tool description (``mcp.types.Tool``: ``name``,
     ``description``, ``input_schema``, ``output_schema``; any object with those works);
-    ``call`` calls it once (see ``RawToolCall``); ``budget`` is this request's
+    ``call`` calls it once (see ``ToolCaller``); ``budget`` is this request's
     ``RequestBudget``; ``name`` renames it for the model (the server still gets its own).
     """
     remote_name = str(tool.name)

@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from llamon_agent.loop.providers import AnthropicMessagesModel, OpenAIChatModel
-from tests.a2a.server_utils import running_server
+from tests._support.a2a_server import running_server
 
 SECRET = "sk-test-Kq7Zr2Vw9Lm4Xp8Nb3Ty6Hc1Jd5Fs0Ga"
 """The API key every test model uses; it must never show up in exception text or logs."""

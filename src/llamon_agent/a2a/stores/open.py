@@ -1,0 +1,426 @@
+"""Where an agent's A2A tasks and push-notification configs live: SQLite, memory or PostgreSQL.
+
+What the caller sees:
+
+* ``stores = await open_stores()`` gives a ``Stores`` holding a2a-sdk's own ``TaskStore``
+  and ``PushNotificationConfigStore``, ready for ``DefaultRequestHandler``; tables exist
+  when it returns. ``await stores.close()`` releases the database connections.
+* Without arguments the kind is ``postgres`` when ``LLAMON_DATABASE_URL`` is set, else
+  ``sqlite``: the file ``tasks.db`` under ``llamon_home()`` (``LLAMON_HOME`` or
+  ``~/.llamon``), served by llamon's own store (``sqlite_store``: WAL, one writer thread
+  with batched commits, a reader thread). ``memory`` keeps tasks in this process, evicting
+  finished ones past ``memory_limits`` (``memory_store``), and loses them on exit.
+* PostgreSQL DSNs are written the usual way (``postgresql://`` or ``postgres://``) and
+  become ``postgresql+asyncpg://`` URLs; ``sslmode=`` becomes asyncpg's ``ssl=``.
+* Bad input raises ``ValueError`` naming what was wrong. A DSN's password never appears in
+  an error message or in ``Stores.description``: it is shown as ``***``.
+* ``await reconcile_orphaned_tasks(stores)`` at startup, before serving, ends as ``failed``
+  every ``submitted``/``working`` task that this worker (``worker_id()``) left behind when
+  it stopped, so ``tasks/get`` answers a retriable ``UPSTREAM_UNAVAILABLE`` /
+  ``worker_lost`` error instead of ``working`` forever. Tasks stamped by other workers are
+  never touched: replicas sharing one PostgreSQL each reconcile only their own tasks.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Final, Literal, get_args
+from uuid import uuid4
+
+from a2a.server.tasks import (
+    DatabasePushNotificationConfigStore,
+    DatabaseTaskStore,
+    PushNotificationConfigStore,
+    TaskStore,
+)
+from a2a.types import Message, Role, Task, TaskState, TaskStatus
+
+from llamon_agent._extras import missing_extra
+from llamon_agent.a2a.stores.memory import (
+    BoundedMemoryPushConfigStore,
+    BoundedMemoryTaskStore,
+    MemoryLimits,
+)
+from llamon_agent.a2a.stores.sqlite import (
+    SQLitePushConfigStore,
+    SQLiteTaskStore,
+    open_sqlite_database,
+)
+from llamon_agent.a2a.stores.sqlite_db import SQLITE_BUSY_TIMEOUT_MS, SQLiteDatabase
+from llamon_agent.a2a.stores.workers import (
+    ORPHAN_STATES,
+    WORKER_ID_ENV,
+    WORKER_METADATA_KEY,
+    worker_id,
+)
+from llamon_agent.core.errors import (
+    ApplicationErrorData,
+    ErrorCode,
+    application_error_to_parts,
+    make_application_error_data,
+)
+
+_NO_POSTGRES: ImportError | None = None
+"""Why the postgres store cannot open here (the core install has no ``[postgres]`` extra)."""
+try:  # SQLite and memory need none of it
+    from a2a.server.models import Base, PushNotificationConfigModel, TaskModel
+    from sqlalchemy import JSON, ColumnElement, or_, select, type_coerce
+    from sqlalchemy.engine import URL, make_url
+    from sqlalchemy.exc import ArgumentError, IntegrityError, ProgrammingError
+    from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+except ImportError as exc:
+    _NO_POSTGRES = exc
+
+__all__ = [
+    "DATABASE_URL_ENV",
+    "HOME_ENV",
+    "SQLITE_BUSY_TIMEOUT_MS",
+    "SQLITE_FILENAME",
+    "WORKER_ID_ENV",
+    "WORKER_METADATA_KEY",
+    "MemoryLimits",
+    "StoreKind",
+    "Stores",
+    "llamon_home",
+    "memory_stores",
+    "normalize_postgres_dsn",
+    "open_stores",
+    "reconcile_orphaned_tasks",
+    "worker_id",
+]
+
+logger = logging.getLogger(__name__)
+
+StoreKind = Literal["sqlite", "memory", "postgres"]
+"""Where tasks live: a local SQLite file, this process's memory, or a PostgreSQL server."""
+
+HOME_ENV: Final = "LLAMON_HOME"
+"""Directory for local state (the SQLite task file); default ``~/.llamon``."""
+
+DATABASE_URL_ENV: Final = "LLAMON_DATABASE_URL"
+"""A PostgreSQL DSN; when set, ``open_stores()`` defaults to the ``postgres`` kind."""
+
+SQLITE_FILENAME: Final = "tasks.db"
+"""Name of the SQLite task file under the home directory."""
+
+_KINDS: Final[tuple[str, ...]] = get_args(StoreKind)
+_POSTGRES_SCHEMES: Final = frozenset({"postgresql", "postgres", "postgresql+asyncpg"})
+_LOGGED_IDS: Final = 20
+_USERINFO_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://[^:/@?#]*:)(.*)@")
+_PARAM_PASSWORD = re.compile(r"(password\s*=\s*)[^&\s#]*", re.IGNORECASE)
+
+
+@dataclass
+class Stores:
+    """The task store and push-config store an A2A server uses, and how to release them.
+
+    ``engine`` is the SQLAlchemy engine both PostgreSQL stores share and ``database`` the
+    ``SQLiteDatabase`` both SQLite stores share (each ``None`` otherwise);
+    ``description`` says where the data lives, e.g. ``sqlite:/home/me/.llamon/tasks.db``,
+    with any DSN password masked.
+    """
+
+    task_store: TaskStore
+    push_config_store: PushNotificationConfigStore
+    kind: StoreKind
+    engine: AsyncEngine | None = None
+    description: str = ""
+    database: SQLiteDatabase | None = None
+
+    def __post_init__(self) -> None:
+        if not self.description:
+            self.description = self.kind
+
+    async def close(self) -> None:
+        """Close the database connections (safe to call twice; a no-op for memory).
+
+        SQLite: the writes already queued are committed first."""
+        if self.engine is not None:
+            await self.engine.dispose()
+        if self.database is not None:
+            await self.database.close()
+
+
+def llamon_home() -> Path:
+    """The local state directory: ``$LLAMON_HOME`` or ``~/.llamon``, created if missing."""
+    configured = os.environ.get(HOME_ENV, "").strip()
+    home = Path(configured).expanduser() if configured else Path.home() / ".llamon"
+    home.mkdir(parents=True, exist_ok=True)
+    return home
+
+
+def _mask_dsn(dsn: str) -> str:
+    """``dsn`` with the userinfo password and any ``password=`` parameter shown as ``***``."""
+    masked = _USERINFO_PASSWORD.sub(r"\1***@", dsn, count=1)
+    return _PARAM_PASSWORD.sub(r"\1***", masked)
+
+
+def normalize_postgres_dsn(dsn: str) -> str:
+    """The asyncpg URL for a ``postgresql://`` or ``postgres://`` DSN.
+
+    ``sslmode=`` (libpq's name) becomes ``ssl=`` (asyncpg's). Raises ``ValueError`` for
+    anything that is not a PostgreSQL URL, with the password masked in the message, and
+    ``ImportError`` naming ``llamon-agent[postgres]`` when that extra is not installed.
+    """
+    if _NO_POSTGRES is not None:
+        raise missing_extra("postgres", "the postgres task store", _NO_POSTGRES)
+    scheme, separator, rest = dsn.strip().partition("://")
+    if not separator:
+        raise ValueError(
+            "the PostgreSQL DSN must be a URL like postgresql://user:password@host:5432/db,"
+            f" got {_mask_dsn(dsn)!r}"
+        )
+    if scheme.lower() not in _POSTGRES_SCHEMES:
+        raise ValueError(
+            f"unsupported DSN scheme {scheme!r} in {_mask_dsn(dsn)!r}:"
+            " expected postgresql:// or postgres://"
+        )
+    try:
+        url = make_url(f"postgresql+asyncpg://{rest}")
+    except (ArgumentError, ValueError):
+        raise ValueError(f"could not parse the PostgreSQL DSN {_mask_dsn(dsn)!r}") from None
+    return _libpq_params_to_asyncpg(url).render_as_string(hide_password=False)
+
+
+def _libpq_params_to_asyncpg(url: URL) -> URL:
+    sslmode = url.query.get("sslmode")
+    if sslmode is None:
+        return url
+    return url.difference_update_query(["sslmode"]).update_query_dict({"ssl": sslmode})
+
+
+def _resolve_kind(kind: str | None, dsn: str | None) -> tuple[StoreKind, str | None]:
+    """The kind to open and, for postgres, the raw DSN to use."""
+    dsn = dsn or None
+    env_dsn = os.environ.get(DATABASE_URL_ENV, "").strip() or None
+    if kind is None:
+        kind = "postgres" if dsn or env_dsn else "sqlite"
+    if kind == "postgres":
+        if not (dsn or env_dsn):
+            raise ValueError(f"the postgres store needs a DSN: pass dsn= or set {DATABASE_URL_ENV}")
+        return "postgres", dsn or env_dsn
+    if dsn is not None and kind in _KINDS:
+        raise ValueError(
+            f"dsn= is only used by the postgres store, not by {kind!r} (got {_mask_dsn(dsn)!r})"
+        )
+    if kind == "sqlite":
+        return "sqlite", None
+    if kind == "memory":
+        return "memory", None
+    raise ValueError(f"unknown store kind {kind!r}: expected one of {', '.join(sorted(_KINDS))}")
+
+
+def _postgres_engine(url: str) -> AsyncEngine:
+    # pre-ping: a pooled connection cut by a server restart or failover is replaced
+    # instead of failing the next request.
+    return create_async_engine(url, pool_pre_ping=True)
+
+
+async def _create_tables(engine: AsyncEngine) -> None:
+    """Create both a2a tables if missing, in one transaction.
+
+    Two replicas starting at once on an empty PostgreSQL can both decide a table is
+    missing; the loser's ``CREATE`` fails with a duplicate error, and one retry (which now
+    sees the table) settles it.
+    """
+    names = (TaskModel.__tablename__, PushNotificationConfigModel.__tablename__)
+    tables = [Base.metadata.tables[name] for name in names]
+    for attempt in (1, 2):
+        try:
+            async with engine.begin() as connection:
+                await connection.run_sync(Base.metadata.create_all, tables=tables)
+            return
+        except (IntegrityError, ProgrammingError):
+            if attempt == 2:
+                raise
+            logger.info("table creation raced with another process; retrying once")
+
+
+async def _open_database_stores(
+    engine: AsyncEngine, kind: StoreKind, description: str, push_encryption_key: bytes | None
+) -> Stores:
+    """Stores over ``engine`` with their tables created; the engine is disposed on failure."""
+    try:
+        task_store = DatabaseTaskStore(engine, create_table=False)
+        push_store = DatabasePushNotificationConfigStore(
+            engine, create_table=False, encryption_key=push_encryption_key
+        )
+        await _create_tables(engine)
+        await task_store.initialize()
+        await push_store.initialize()
+    except BaseException:
+        await engine.dispose()
+        raise
+    return Stores(task_store, push_store, kind, engine, description)
+
+
+async def _open_sqlite_stores(home: Path | None, push_encryption_key: bytes | None) -> Stores:
+    directory = home if home is not None else llamon_home()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory.resolve() / SQLITE_FILENAME
+    database = await open_sqlite_database(path)
+    try:
+        push_store = SQLitePushConfigStore(database, encryption_key=push_encryption_key)
+    except BaseException:
+        await database.close()
+        raise
+    return Stores(
+        SQLiteTaskStore(database),
+        push_store,
+        "sqlite",
+        description=f"sqlite:{path}",
+        database=database,
+    )
+
+
+def memory_stores(limits: MemoryLimits | None = None) -> Stores:
+    """The ``memory`` kind, without awaiting: bounded task store, linked push store.
+
+    The push configs of an evicted task are dropped with it.
+    """
+    push_store = BoundedMemoryPushConfigStore()
+    task_store = BoundedMemoryTaskStore(limits, on_evict=push_store.forget)
+    return Stores(task_store, push_store, "memory")
+
+
+async def open_stores(
+    kind: StoreKind | None = None,
+    *,
+    dsn: str | None = None,
+    home: Path | None = None,
+    push_encryption_key: bytes | None = None,
+    memory_limits: MemoryLimits | None = None,
+) -> Stores:
+    """Open the task and push-config stores of ``kind``, creating tables if needed.
+
+    ``kind`` defaults to ``postgres`` when ``dsn`` or ``LLAMON_DATABASE_URL`` is set, else
+    ``sqlite``. ``home`` is the SQLite directory (default ``llamon_home()``).
+    ``push_encryption_key`` (a Fernet key) encrypts push configs at rest in a database;
+    memory stores ignore it. ``memory_limits`` bounds the memory store (default
+    ``MemoryLimits()``: 10 000 finished tasks, kept at most an hour). Raises
+    ``ValueError`` for an unknown kind, a postgres store without a DSN, a DSN that is not
+    a PostgreSQL URL, ``memory_limits`` for another kind, a SQLite file written by a newer
+    llamon, or a push key that is not a Fernet key; connection errors propagate.
+    """
+    resolved, raw_dsn = _resolve_kind(kind, dsn)
+    if memory_limits is not None and resolved != "memory":
+        raise ValueError(f"memory_limits= is only used by the memory store, not by {resolved!r}")
+    if resolved == "memory":
+        return memory_stores(memory_limits)
+    if resolved == "sqlite":
+        return await _open_sqlite_stores(home, push_encryption_key)
+    url = normalize_postgres_dsn(raw_dsn or "")
+    description = f"postgres:{_mask_dsn(url)}"
+    return await _open_database_stores(
+        _postgres_engine(url), "postgres", description, push_encryption_key
+    )
+
+
+def _orphan_filter(model: type[TaskModel], worker: str) -> list[ColumnElement[bool]]:
+    """SQL conditions: state submitted/working, stamped by ``worker`` or not stamped.
+
+    ``->>`` on PostgreSQL, ``JSON_EXTRACT`` on SQLite; neither can use an index here (a2a
+    creates none on the JSON columns), so this is one scan of the table, but only matching
+    ids leave the database.
+    """
+    state = type_coerce(model.status, JSON)["state"].as_string()
+    stamp = type_coerce(model.task_metadata, JSON)[WORKER_METADATA_KEY].as_string()
+    return [state.in_(ORPHAN_STATES), or_(stamp == worker, stamp.is_(None))]
+
+
+async def _orphan_ids(store: TaskStore, worker: str) -> list[str]:
+    if isinstance(store, SQLiteTaskStore):
+        return await store.unfinished_task_ids(worker)
+    assert isinstance(store, DatabaseTaskStore)  # noqa: S101 - reconcile_orphaned_tasks checks
+    await store.initialize()
+    model = store.task_model
+    query = select(model.id).where(*_orphan_filter(model, worker)).order_by(model.id)
+    async with store.engine.connect() as connection:
+        return list((await connection.scalars(query)).all())
+
+
+def _is_orphan(task: Task, worker: str) -> bool:
+    """The same test as ``_orphan_filter``, on a loaded task (it may have moved on)."""
+    stamp = (task.metadata or {}).get(WORKER_METADATA_KEY)
+    return task.status.state.value in ORPHAN_STATES and (stamp is None or stamp == worker)
+
+
+def _ended_as_failed(task: Task, error: ApplicationErrorData) -> Task:
+    """``task`` in state ``failed`` with ``error``; artifacts kept, the old status message
+    moved into history as a2a's TaskManager does on every status change."""
+    previous = task.status.message
+    history = [*(task.history or []), previous] if previous is not None else task.history
+    message = Message(
+        role=Role.agent,
+        parts=application_error_to_parts(error),
+        task_id=task.id,
+        context_id=task.context_id,
+        message_id=str(uuid4()),
+    )
+    status = TaskStatus(
+        state=TaskState.failed, message=message, timestamp=datetime.now(UTC).isoformat()
+    )
+    return task.model_copy(update={"status": status, "history": history})
+
+
+async def _end_each(
+    store: TaskStore,
+    ids: list[str],
+    worker: str,
+    error: ApplicationErrorData,
+) -> list[str]:
+    """Load, fail and save the tasks one at a time; returns the ids actually ended."""
+    ended: list[str] = []
+    for task_id in ids:
+        task = await store.get(task_id)
+        if task is None or not _is_orphan(task, worker):
+            continue
+        await store.save(_ended_as_failed(task, error))
+        ended.append(task_id)
+    return ended
+
+
+async def reconcile_orphaned_tasks(
+    stores: Stores,
+    *,
+    worker: str | None = None,
+    code: ErrorCode = ErrorCode.UPSTREAM_UNAVAILABLE,
+    reason: str = "worker_lost",
+    retriable: bool = True,
+    message: str = "The worker running this task stopped before it finished.",
+) -> list[str]:
+    """End as ``failed`` the tasks a stopped worker left ``submitted`` or ``working``.
+
+    Call it once at startup, before the server accepts requests: every task in those
+    states whose ``metadata["llamon.worker"]`` is ``worker`` (default ``worker_id()``), or
+    that has no stamp, gets a failed status whose message carries the TextPart and
+    DataPart of ``make_application_error_data(code, reason, message, retriable=...)``.
+    Artifacts and history are kept; each task is saved through the store's own ``save``.
+    Tasks in other states (including ``input-required``, which a new message resumes) and
+    tasks stamped by other workers are never touched: with replicas sharing PostgreSQL,
+    another worker's ``working`` task is most likely still running. Returns the ended ids,
+    sorted; memory stores return ``[]`` (their tasks died with the process).
+
+    Cost: one query that returns only matching ids (SQLite: a partial index over the
+    unfinished tasks; PostgreSQL: a scan with the JSON filters run in the database), then
+    one ``get`` and one ``save`` per orphan, so at most one task is in memory at a time.
+    """
+    store = stores.task_store
+    if not isinstance(store, SQLiteTaskStore | DatabaseTaskStore):
+        return []
+    owner = worker if worker is not None else worker_id()
+    error = make_application_error_data(code, reason, message, retriable=retriable)
+    ended = await _end_each(store, await _orphan_ids(store, owner), owner, error)
+    if ended:
+        logger.warning(
+            "ended %d task(s) left unfinished by worker %r; first ids: %s",
+            len(ended),
+            owner,
+            sorted(ended)[:_LOGGED_IDS],
+        )
+    return sorted(ended)

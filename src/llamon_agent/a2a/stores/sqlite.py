@@ -1,0 +1,301 @@
+"""The embedded default store: llamon's tasks and push configs in one SQLite file.
+
+What the caller sees:
+
+* ``SQLiteTaskStore`` and ``SQLitePushConfigStore`` are a2a-sdk's ``TaskStore`` and
+  ``PushNotificationConfigStore`` over one ``SQLiteDatabase`` (``sqlite_db``: a writer
+  thread with batched commits, a reader thread); ``open_stores("sqlite")`` builds all
+  three. Tables exist when ``open_sqlite_database`` returns.
+* ``save`` returns once the task is committed: a process killed at any moment afterwards
+  (SIGKILL, OOM) still finds it on restart. Concurrent saves share commits.
+* Every statement is a fixed string, prepared once per connection; there is no
+  per-request engine, session, reflection or schema work.
+* A task is one row: its id, context, state and owning worker as columns (reconciliation
+  finds unfinished tasks through a partial index, ``task_in_context`` a context's tasks
+  through an index on the context) and the whole task as JSON.
+* A file written by llamon before this store (a2a-sdk's ``tasks`` and
+  ``push_notification_configs`` tables) is carried over once, on first open; the old tables
+  are left as they were.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import sqlite3
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from a2a.server.context import ServerCallContext
+from a2a.server.tasks import PushNotificationConfigStore, TaskStore
+from a2a.types import PushNotificationConfig, Task
+from pydantic import ValidationError
+
+from llamon_agent.a2a.stores.sqlite_db import SQLiteDatabase, fetch_all, fetch_one, rollback
+from llamon_agent.a2a.stores.workers import ORPHAN_STATES, WORKER_METADATA_KEY
+
+if TYPE_CHECKING:
+    from cryptography.fernet import Fernet
+
+__all__ = [
+    "SQLITE_SCHEMA_VERSION",
+    "SQLitePushConfigStore",
+    "SQLiteTaskStore",
+    "open_sqlite_database",
+]
+
+logger = logging.getLogger(__name__)
+
+SQLITE_SCHEMA_VERSION: Final = 2
+"""``PRAGMA user_version`` of a file this module wrote; a newer file is refused.
+
+1: the tables; 2: an index on ``llamon_tasks.context_id`` (a version-1 file gets it on
+first open: every schema statement is ``IF NOT EXISTS``)."""
+
+_UNFINISHED = ", ".join(f"'{state}'" for state in ORPHAN_STATES)
+_SCHEMA: Final = (
+    """CREATE TABLE IF NOT EXISTS llamon_tasks (
+        id TEXT PRIMARY KEY,
+        context_id TEXT NOT NULL,
+        state TEXT NOT NULL,
+        worker TEXT,
+        updated_at REAL NOT NULL,
+        task TEXT NOT NULL
+    )""",
+    f"""CREATE INDEX IF NOT EXISTS llamon_tasks_unfinished
+        ON llamon_tasks (id, worker) WHERE state IN ({_UNFINISHED})""",
+    "CREATE INDEX IF NOT EXISTS llamon_tasks_context ON llamon_tasks (context_id)",
+    """CREATE TABLE IF NOT EXISTS llamon_push_configs (
+        task_id TEXT NOT NULL,
+        config_id TEXT NOT NULL,
+        config BLOB NOT NULL,
+        PRIMARY KEY (task_id, config_id)
+    )""",
+)
+_UPSERT_TASK: Final = (
+    "INSERT INTO llamon_tasks (id, context_id, state, worker, updated_at, task)"
+    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET"
+    " context_id = excluded.context_id, state = excluded.state, worker = excluded.worker,"
+    " updated_at = excluded.updated_at, task = excluded.task"
+)
+_SELECT_TASK: Final = "SELECT task FROM llamon_tasks WHERE id = ?"
+_SELECT_CONTEXT_TASK: Final = "SELECT task FROM llamon_tasks WHERE context_id = ? LIMIT 1"
+_DELETE_TASK: Final = "DELETE FROM llamon_tasks WHERE id = ?"
+_SELECT_ORPHANS: Final = (
+    f"SELECT id FROM llamon_tasks WHERE state IN ({_UNFINISHED})"  # noqa: S608 - constants
+    " AND (worker = ? OR worker IS NULL) ORDER BY id"
+)
+_UPSERT_PUSH: Final = (
+    "INSERT INTO llamon_push_configs (task_id, config_id, config) VALUES (?, ?, ?)"
+    " ON CONFLICT (task_id, config_id) DO UPDATE SET config = excluded.config"
+)
+_SELECT_PUSH: Final = (
+    "SELECT config_id, config FROM llamon_push_configs WHERE task_id = ? ORDER BY rowid"
+)
+_DELETE_PUSH: Final = "DELETE FROM llamon_push_configs WHERE task_id = ?"
+_DELETE_PUSH_ONE: Final = "DELETE FROM llamon_push_configs WHERE task_id = ? AND config_id = ?"
+
+_A2A_TASKS: Final = "SELECT id, context_id, kind, status, artifacts, history, metadata FROM tasks"
+_A2A_PUSH: Final = (
+    "INSERT OR IGNORE INTO llamon_push_configs (task_id, config_id, config)"
+    " SELECT task_id, config_id, config_data FROM push_notification_configs"
+)
+
+
+# --- the file ------------------------------------------------------------------------------
+
+
+def _prepare_file(connection: sqlite3.Connection, path: Path) -> int:
+    """Create or check the schema, carrying over a2a-sdk tables; returns tasks carried."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        version = connection.execute("PRAGMA user_version").fetchone()[0]
+        if version > SQLITE_SCHEMA_VERSION:
+            raise ValueError(
+                f"{path} was written by a newer llamon (schema version {version}; this one"
+                f" reads up to {SQLITE_SCHEMA_VERSION}): upgrade llamon-agent, or point"
+                " LLAMON_HOME at another directory"
+            )
+        for statement in _SCHEMA:
+            connection.execute(statement)
+        carried = _carry_over_a2a_tables(connection) if version == 0 else 0
+        connection.execute(f"PRAGMA user_version = {SQLITE_SCHEMA_VERSION}")
+        connection.execute("COMMIT")
+    except BaseException:
+        rollback(connection)
+        raise
+    return carried
+
+
+def _carry_over_a2a_tables(connection: sqlite3.Connection) -> int:
+    """Copy the tasks and push configs of a2a-sdk's tables into ours (first open only)."""
+    tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+    carried = skipped = 0
+    if "tasks" in tables:
+        for row in connection.execute(_A2A_TASKS).fetchall():
+            task = _task_from_a2a_row(row)
+            if task is None:
+                skipped += 1
+                continue
+            connection.execute(_UPSERT_TASK, _task_row(task))
+            carried += 1
+    if "push_notification_configs" in tables:
+        connection.execute(_A2A_PUSH)
+    if carried or skipped:
+        logger.info(
+            "carried %d task(s) over from a2a-sdk's tables (%d unreadable, left there)",
+            carried,
+            skipped,
+        )
+    return carried
+
+
+def _task_from_a2a_row(row: tuple[Any, ...]) -> Task | None:
+    task_id, context_id, kind, status, artifacts, history, metadata = row
+
+    def loaded(value: Any) -> Any:
+        return json.loads(value) if isinstance(value, str | bytes) else value
+
+    try:
+        return Task.model_validate(
+            {
+                "id": task_id,
+                "context_id": context_id,
+                "kind": kind,
+                "status": loaded(status),
+                "artifacts": loaded(artifacts),
+                "history": loaded(history),
+                "metadata": loaded(metadata),
+            }
+        )
+    except (ValidationError, ValueError):
+        return None
+
+
+async def open_sqlite_database(path: Path) -> SQLiteDatabase:
+    """The ``SQLiteDatabase`` at ``path`` with llamon's task and push-config tables.
+
+    Raises ``ValueError`` if the file was written by a newer llamon, and ``sqlite3.Error``
+    naming the file if it is not a database or cannot be opened.
+    """
+    return await SQLiteDatabase.open(path, prepare=_prepare_file)
+
+
+# --- the stores ------------------------------------------------------------------------------
+
+
+def _task_row(task: Task) -> tuple[Any, ...]:
+    worker = (task.metadata or {}).get(WORKER_METADATA_KEY)
+    return (
+        task.id,
+        task.context_id,
+        task.status.state.value,
+        worker if isinstance(worker, str) else None,
+        time.time(),
+        task.model_dump_json(),
+    )
+
+
+class SQLiteTaskStore(TaskStore):
+    """a2a-sdk's ``TaskStore`` on a ``SQLiteDatabase``: one row per task, the task as JSON."""
+
+    def __init__(self, database: SQLiteDatabase) -> None:
+        self.database = database
+
+    async def save(self, task: Task, context: ServerCallContext | None = None) -> None:
+        """Insert or replace ``task``; returns once it is committed."""
+        await self.database.write((_UPSERT_TASK, _task_row(task)))
+
+    async def get(self, task_id: str, context: ServerCallContext | None = None) -> Task | None:
+        """The task saved last under ``task_id``, or ``None``."""
+        row = await self.database.read(fetch_one(_SELECT_TASK, (task_id,)))
+        return None if row is None else Task.model_validate_json(row[0])
+
+    async def delete(self, task_id: str, context: ServerCallContext | None = None) -> None:
+        """Remove the task (a no-op for an unknown id)."""
+        await self.database.write((_DELETE_TASK, (task_id,)))
+
+    async def task_in_context(self, context_id: str) -> Task | None:
+        """One task stored under ``context_id``, or ``None`` (one query, by an index)."""
+        row = await self.database.read(fetch_one(_SELECT_CONTEXT_TASK, (context_id,)))
+        return None if row is None else Task.model_validate_json(row[0])
+
+    async def unfinished_task_ids(self, worker: str) -> list[str]:
+        """Ids of ``submitted``/``working`` tasks stamped by ``worker`` or not stamped, sorted.
+
+        Served by a partial index: its cost grows with the unfinished tasks, not the table.
+        """
+        rows = await self.database.read(fetch_all(_SELECT_ORPHANS, (worker,)))
+        return [row[0] for row in rows]
+
+
+class SQLitePushConfigStore(PushNotificationConfigStore):
+    """a2a-sdk's ``PushNotificationConfigStore`` on a ``SQLiteDatabase``.
+
+    With ``encryption_key`` (a Fernet key) each config is encrypted at rest; a row that
+    does not decrypt is read as plain JSON if it is (written before the key was set), else
+    skipped with an error log naming the task and config ids (never the URL or token).
+    ``delete_info(task_id)`` without a config id deletes all of the task's configs.
+    """
+
+    def __init__(self, database: SQLiteDatabase, encryption_key: bytes | None = None) -> None:
+        self.database = database
+        self._fernet = _fernet(encryption_key) if encryption_key is not None else None
+
+    async def set_info(self, task_id: str, notification_config: PushNotificationConfig) -> None:
+        """Insert or replace the config; an id-less config gets the task id as its id."""
+        config_id = notification_config.id or task_id
+        config = notification_config.model_copy(update={"id": config_id})
+        payload = config.model_dump_json().encode()
+        if self._fernet is not None:
+            payload = self._fernet.encrypt(payload)
+        await self.database.write((_UPSERT_PUSH, (task_id, config_id, payload)))
+
+    async def get_info(self, task_id: str) -> list[PushNotificationConfig]:
+        """The task's configs, in the order they were first set."""
+        rows = await self.database.read(fetch_all(_SELECT_PUSH, (task_id,)))
+        configs = (self._decode(task_id, config_id, payload) for config_id, payload in rows)
+        return [config for config in configs if config is not None]
+
+    async def delete_info(self, task_id: str, config_id: str | None = None) -> None:
+        """Delete one config, or all of the task's when ``config_id`` is ``None``."""
+        if config_id is None:
+            await self.database.write((_DELETE_PUSH, (task_id,)))
+        else:
+            await self.database.write((_DELETE_PUSH_ONE, (task_id, config_id)))
+
+    def _decode(
+        self, task_id: str, config_id: str, payload: bytes
+    ) -> PushNotificationConfig | None:
+        if self._fernet is not None:
+            from cryptography.fernet import InvalidToken
+
+            with contextlib.suppress(InvalidToken):  # else maybe stored before the key
+                payload = self._fernet.decrypt(payload)
+        try:
+            return PushNotificationConfig.model_validate_json(payload)
+        except ValidationError:
+            logger.error(
+                "push config %r of task %r is unreadable (wrong encryption key or corrupt)",
+                config_id,
+                task_id,
+            )
+            return None
+
+
+def _fernet(key: bytes) -> Fernet:
+    try:
+        from cryptography.fernet import Fernet
+    except ImportError:  # pragma: no cover - cryptography comes with a2a-sdk's extras
+        raise ValueError(
+            "push_encryption_key needs the 'cryptography' package: pip install cryptography"
+        ) from None
+    try:
+        return Fernet(key)
+    except (ValueError, TypeError):
+        raise ValueError(
+            "push_encryption_key must be a Fernet key (Fernet.generate_key():"
+            " 32 url-safe base64-encoded bytes)"
+        ) from None
