@@ -7,6 +7,7 @@ import sqlite3
 import tempfile
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
+from typing import Any
 
 import httpx
 import httpx2
@@ -44,11 +45,15 @@ from llamon_agent.exceptions import (
 E = ErrorCode
 
 
-def _status_error(module: type[httpx.HTTPStatusError] | type, status: int, **headers: str):
+def _status_error(
+    module: type[httpx.HTTPStatusError] | type, status: int, **headers: str
+) -> BaseException:
     lib = httpx if module is httpx.HTTPStatusError else httpx2
     request = lib.Request("GET", "https://api.example.test/v1/items")
     response = lib.Response(status, headers=headers, request=request)
-    return module(f"status {status}", request=request, response=response)
+    error = module(f"status {status}", request=request, response=response)
+    assert isinstance(error, BaseException)
+    return error
 
 
 SEED_ROWS = [
@@ -341,7 +346,9 @@ def test_overriding_a_builtin_row_and_restoring_it() -> None:
         ((ValueError, "NOT_A_CODE"), {}, ValueError),
     ],
 )
-def test_register_rejects_bad_input(args: tuple, kwargs: dict, error: type[Exception]) -> None:
+def test_register_rejects_bad_input(
+    args: tuple[Any, ...], kwargs: dict[str, Any], error: type[Exception]
+) -> None:
     with pytest.raises(error):
         register_exception(*args, **kwargs)
 
@@ -366,9 +373,11 @@ def _sdk_error(module: str, status: int, **headers: str) -> BaseException:
     response = httpx2.Response(status, headers=headers, request=request)
     error_type = {429: "RateLimitError", 401: "AuthenticationError", 500: "InternalServerError"}
     cls = getattr(sdk, error_type[status])
-    return cls(
+    error = cls(
         "Incorrect API key provided: sk-abcdefghijklmnopqrstuvwx", response=response, body=None
     )
+    assert isinstance(error, BaseException)
+    return error
 
 
 @pytest.mark.parametrize("module", ["openai", "anthropic"])
@@ -419,7 +428,10 @@ def test_a_locked_sqlite_database_is_a_retriable_database_failure_with_text_with
 
 
 def test_a_database_that_does_not_answer_is_database_unavailable() -> None:
-    from asyncpg.exceptions import CannotConnectNowError, UniqueViolationError
+    from asyncpg.exceptions import (  # type: ignore[import-untyped]
+        CannotConnectNowError,
+        UniqueViolationError,
+    )
     from sqlalchemy.exc import DBAPIError
 
     host = "db.internal.example:5432"

@@ -4,6 +4,7 @@ exception -> ApplicationErrorData path the executor uses."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 
@@ -213,7 +214,9 @@ def test_domain_raiser_unknown_key_is_a_clear_error() -> None:
         ({"DOC_1": {"sdk_code": ErrorCode.NOT_FOUND, "title": "t"}}, "doc", "'DOC_1'"),
     ],
 )
-def test_domain_catalog_is_checked_when_made(catalog: dict, domain: str, match: str) -> None:
+def test_domain_catalog_is_checked_when_made(
+    catalog: dict[str, Any], domain: str, match: str
+) -> None:
     with pytest.raises(ValueError, match=match):
         make_domain_error_raiser(catalog, domain=domain)
 

@@ -86,7 +86,9 @@ def test_record_from_an_unmapped_exception_withholds_its_text() -> None:
     assert record.reason == "runtime_error"
     assert record.stage == "service"
     assert "hunter2" not in json.dumps(record.to_dict())
-    assert record.evidence["incident_id"] in record.message
+    incident_id = record.evidence["incident_id"]
+    assert isinstance(incident_id, str)
+    assert incident_id in record.message
     assert record.operator_action == "inspect_server_log_by_incident_id"
 
 

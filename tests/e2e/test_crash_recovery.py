@@ -7,6 +7,7 @@ import asyncio
 import signal
 import uuid
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -23,7 +24,7 @@ async def _wait_for_working(http: httpx.AsyncClient, url: str, task_id: str) -> 
             pass
 
 
-def _start_hanging_task() -> dict:
+def _start_hanging_task() -> dict[str, Any]:
     """message/send params: the demo agent's ``hang`` command, non-blocking."""
     return {
         "message": {

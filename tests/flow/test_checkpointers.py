@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.pregel import Pregel
 
 from llamon_agent import END, START, GraphBuilder
 from llamon_agent.a2a.serve import ServeOptions, serve_agent
@@ -19,10 +20,13 @@ from tests.e2e.flow.test_flow_e2e import seed_flow
 def test_attach_only_when_missing() -> None:
     saver = InMemorySaver()
     compiled = attach_checkpointer(seed_flow(), saver)
+    assert isinstance(compiled, Pregel)
     assert compiled.checkpointer is saver
     own = InMemorySaver()
     graph = seed_flow().compile(checkpointer=own)
-    assert attach_checkpointer(graph, saver).checkpointer is own
+    kept = attach_checkpointer(graph, saver)
+    assert isinstance(kept, Pregel)
+    assert kept.checkpointer is own
 
 
 async def test_open_each_kind(tmp_path: Path) -> None:

@@ -126,7 +126,8 @@ async def test_every_observation_reads_as_in_the_native_loop(registry: ToolRegis
     expected = [m for m in native.transcript if isinstance(m, ToolMessage)]
     got = [message_from_dict(m) for m in _tool_messages(state)]
     assert got == expected
-    assert [m.content.split(":")[0] for m in got if m.is_error] == [
+    tool_messages = [m for m in got if isinstance(m, ToolMessage)]
+    assert [m.content.split(":")[0] for m in tool_messages if m.is_error] == [
         "unknown_tool",
         "malformed_arguments",
         "invalid_arguments",

@@ -1,4 +1,4 @@
-"""Seed 000's flows, served over real HTTP on 127.0.0.1 and called with a2a-sdk's client."""
+"""The guide's example flows, served over real HTTP and called with a2a-sdk's client."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from tests._support.a2a_server import (
     stream,
     user_message,
 )
+from tests._support.parts import artifacts_of, data_of, text_of
 
 
 def fetch_subject_node(state: dict[str, Any]) -> dict[str, Any]:
@@ -60,7 +61,7 @@ async def test_middle_node_failure_keeps_completed_outputs(checkpointer: Any) ->
         assert data["node"] == {"id": "rag_search", "kind": "business"}
         assert data["flow"] == {"completedNodes": ["fetch_subject"]}
         assert [a.name for a in answer.artifacts or []] == ["fetch_subject"]
-        assert answer.artifacts[0].parts[0].root.data == {"subject": "subject of math"}
+        assert data_of(artifacts_of(answer.artifacts)[0].parts[0]) == {"subject": "subject of math"}
 
 
 async def test_parallel_branch_beside_the_failed_node_counts_as_completed() -> None:
@@ -90,7 +91,10 @@ async def test_parallel_branch_beside_the_failed_node_counts_as_completed() -> N
     data = error_data(task)
     assert data["node"] == {"id": "rag_search", "kind": "business"}
     assert data["flow"] == {"completedNodes": ["fetch_subject", "lookup_profile"]}
-    assert sorted(a.name for a in task.artifacts) == ["fetch_subject", "lookup_profile"]
+    assert sorted(a.name or "" for a in artifacts_of(task.artifacts)) == [
+        "fetch_subject",
+        "lookup_profile",
+    ]
 
 
 def ask_birthday(state: dict[str, Any]) -> HITLInterrupt | dict[str, Any]:
@@ -120,7 +124,9 @@ async def test_hitl_round_trip(checkpointer: Any) -> None:
             client, user_message("1990-01-01", task_id=paused.id, context_id=paused.context_id)
         )
     assert done.status.state == TaskState.completed
-    assert [p.root.text for a in done.artifacts for p in a.parts] == ["born 1990-01-01"]
+    assert [text_of(p) for a in artifacts_of(done.artifacts) for p in a.parts] == [
+        "born 1990-01-01"
+    ]
 
 
 async def test_hitl_answer_as_data_fills_the_state() -> None:
@@ -136,7 +142,9 @@ async def test_hitl_answer_as_data_fills_the_state() -> None:
                 context_id=paused.context_id,
             ),
         )
-    assert [p.root.text for a in done.artifacts for p in a.parts] == ["born 2000-02-02"]
+    assert [text_of(p) for a in artifacts_of(done.artifacts) for p in a.parts] == [
+        "born 2000-02-02"
+    ]
 
 
 async def stream_response(state: dict[str, Any]) -> dict[str, Any]:
@@ -170,7 +178,9 @@ async def test_stream_from_a_node_and_its_midway_failure() -> None:
     ]
     assert len(failed) == 1
     assert fetched.status.state == TaskState.failed
-    streamed = [p.root.text for a in fetched.artifacts if a.name == "response" for p in a.parts]
+    streamed = [
+        text_of(p) for a in artifacts_of(fetched.artifacts) if a.name == "response" for p in a.parts
+    ]
     assert streamed == ["안녕", "하세요"]
     assert error_data(fetched)["node"] == {"id": "stream_response", "kind": "llm"}
 

@@ -20,6 +20,7 @@ from tests._support.a2a_server import (
     texts,
     user_message,
 )
+from tests._support.parts import artifacts_of
 from tests.loop.providers.fakes import FakeProvider, FakeSleep, OpenAIWire
 
 WIRE = OpenAIWire()
@@ -79,7 +80,7 @@ async def test_max_rounds_keeps_the_partial_tool_results(fake: FakeProvider) -> 
         "UPSTREAM_UNAVAILABLE",
         "max_rounds_exceeded",
     )
-    assert [a.name for a in task.artifacts] == ["tool_results"]
+    assert [a.name for a in artifacts_of(task.artifacts)] == ["tool_results"]
 
 
 @pytest.mark.parametrize(
