@@ -87,6 +87,24 @@ SEED_ROWS = [
 ]
 
 
+@pytest.mark.reason(
+    "guardrail_blocked_error",
+    "missing_api_key_error",
+    "registry_unauthorized_error",
+    "config_validation_error",
+    "missing_field_error",
+    "registry_not_found_error",
+    "registry_timeout_error",
+    "timeout",
+    "component_invoke_error",
+    "component_load_error",
+    "network_error",
+    "max_tool_iterations_exceeded",
+    "max_iteration_error",
+    "merge_strategy_error",
+    "routing_error",
+    "a2a_protocol_error",
+)
 @pytest.mark.parametrize(
     ("exc", "code", "reason", "retriable"),
     SEED_ROWS,
@@ -118,6 +136,9 @@ def test_subclass_keeps_code_and_gets_its_own_reason() -> None:
     )
 
 
+@pytest.mark.reason(
+    "rate_limited", "auth_failed", "http_not_found", "timeout", "http_4xx", "http_5xx"
+)
 @pytest.mark.parametrize("status_error", [httpx.HTTPStatusError, httpx2.HTTPStatusError])
 @pytest.mark.parametrize(
     ("status", "code", "reason", "retriable"),
@@ -183,6 +204,9 @@ def test_retry_after_date_in_the_past_is_zero() -> None:
     assert parse_retry_after_ms("Sun, 01 Nov 2026 00:00:00 GMT", now=now) == 0
 
 
+@pytest.mark.reason(
+    "network_error", "timeout", "connection_closed", "mcp_error", "session_lost", "http_error"
+)
 @pytest.mark.parametrize(
     ("exc", "code", "reason", "retriable"),
     [
@@ -421,12 +445,14 @@ def _locked_sqlite_error() -> sqlite3.OperationalError:
     raise AssertionError("the second writer was not refused")
 
 
+@pytest.mark.reason("database_unavailable")
 def test_a_locked_sqlite_database_is_a_retriable_database_failure_with_text_withheld() -> None:
     found = classify_exception(_locked_sqlite_error())
     assert found.as_tuple() == (ErrorCode.UPSTREAM_UNAVAILABLE, "database_unavailable", True)
     assert found.expose_text is False
 
 
+@pytest.mark.reason("database_unavailable")
 def test_a_database_that_does_not_answer_is_database_unavailable() -> None:
     from asyncpg.exceptions import (  # type: ignore[import-untyped]
         CannotConnectNowError,

@@ -97,6 +97,7 @@ def test_error_source_accepts_each_system(source: str) -> None:
     )
 
 
+@pytest.mark.reason("error_data_build_failed")
 @pytest.mark.parametrize(
     ("field", "value"),
     [
@@ -204,6 +205,7 @@ def test_parts_display_text_and_default_sentence() -> None:
     assert text_of(application_error_to_parts(data, "잠시 후 다시")[0]) == "잠시 후 다시"
 
 
+@pytest.mark.reason("guardrail_blocked")
 def test_guardrail_extras_and_error() -> None:
     assert build_guardrail_extras("self-harm", locator="input-filter", severity="high") == {
         "errorSource": "guardrail:input-filter",

@@ -145,6 +145,7 @@ def test_unknown_code_is_an_error_at_the_raise_site() -> None:
         raise_application_error("SLOW_DOWN", "r", message="m")
 
 
+@pytest.mark.reason("error_data_build_failed")
 def test_bad_extra_value_falls_back_at_response_time() -> None:
     with pytest.raises(LlamonApplicationError) as caught:
         raise_application_error(ErrorCode.NOT_FOUND, "r", message="m", errorSource="nowhere")
@@ -262,6 +263,7 @@ def test_debug_setting_via_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "widget" not in error_data_for_exception(RuntimeError("widget")).error_message
 
 
+@pytest.mark.reason("guardrail_blocked_error")
 def test_guardrail_exception_becomes_guardrail_data() -> None:
     data = error_data_for_exception(
         GuardrailBlockedError("blocked", violation_category="self-harm", severity="high")

@@ -198,6 +198,7 @@ def test_a2a_client_network_failure_is_a_network_error() -> None:
     assert classify_exception(exc).as_tuple() == (E.UPSTREAM_UNAVAILABLE, "network_error", True)
 
 
+@pytest.mark.reason("timeout", "a2a_invalid_response")
 def test_a2a_client_timeout_and_bad_json() -> None:
     assert classify_exception(A2AClientTimeoutError("Client Request timed out")).as_tuple() == (
         E.UPSTREAM_TIMEOUT,
@@ -215,6 +216,7 @@ def _jsonrpc(error: Any) -> A2AClientJSONRPCError:
     return A2AClientJSONRPCError(JSONRPCErrorResponse(id=1, error=error))
 
 
+@pytest.mark.reason("a2a_upstream_error", "a2a_task_not_found", "a2a_request_rejected")
 @pytest.mark.parametrize(
     ("error", "code", "reason", "retriable"),
     [

@@ -29,6 +29,7 @@ class PlanSynthesisError(Exception):
         }
 
 
+@pytest.mark.reason("unsatisfied_field")
 def test_seed_004_record_from_an_engine_envelope() -> None:
     record = FailureRecord.from_exception(
         PlanSynthesisError("ignored text"), tool="getOrderDetail", plan_id="plan_01HZ"
@@ -114,6 +115,7 @@ def test_of_unknown_reason_gets_code_defaults() -> None:
     assert (record.stage, record.operator_action) == ("service", "back_off_or_raise_quota")
 
 
+@pytest.mark.reason("uncaught_server_error")
 def test_from_envelope_never_raises_on_odd_values() -> None:
     record = FailureRecord.from_envelope(
         {"reason": None, "error_code": "BOGUS", "retryable": "yes", "stage": 3, "message": 7}

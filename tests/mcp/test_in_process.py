@@ -156,6 +156,7 @@ async def test_a_crash_is_an_observation_without_traceback_or_secret(
     assert any("raised an unexpected exception" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.reason("mcp_error")
 async def test_mcp_error_from_a_tool_escalates_at_once() -> None:
     """Seed 001: MCPError means no model could have avoided it -> the host handles it."""
     server = build_test_server(read_only=True)
@@ -180,6 +181,7 @@ async def test_mcp_error_from_a_tool_escalates_at_once() -> None:
     )
 
 
+@pytest.mark.reason("upstream_tool_unavailable", "timeout")
 async def test_timeouts_twice_observed_then_timeout_error(server: MCPServer, probe: Probe) -> None:
     loader = MCPToolLoader(server, read_timeout_seconds=0.1)
     try:

@@ -101,6 +101,13 @@ async def test_success(server: str) -> None:
     assert texts(task) == ["all good"]
 
 
+@pytest.mark.reason(
+    "component_invoke_error",
+    "missing_field_error",
+    "missing_api_key_error",
+    "registry_not_found_error",
+    "timeout",
+)
 @pytest.mark.parametrize(
     ("command", "code", "reason", "retriable"),
     [
