@@ -56,7 +56,7 @@ def _status_error(
     return error
 
 
-SEED_ROWS = [
+TABLE_ROWS = [
     (GuardrailBlockedError("blocked"), E.GUARDRAIL_BLOCKED, "guardrail_blocked_error", False),
     (MissingAPIKeyError("no key"), E.AUTH_REQUIRED, "missing_api_key_error", False),
     (RegistryUnauthorizedError("401"), E.AUTH_REQUIRED, "registry_unauthorized_error", False),
@@ -107,10 +107,10 @@ SEED_ROWS = [
 )
 @pytest.mark.parametrize(
     ("exc", "code", "reason", "retriable"),
-    SEED_ROWS,
-    ids=[type(row[0]).__name__ for row in SEED_ROWS],
+    TABLE_ROWS,
+    ids=[type(row[0]).__name__ for row in TABLE_ROWS],
 )
-def test_seed_table_row(exc: BaseException, code: ErrorCode, reason: str, retriable: bool) -> None:
+def test_table_row(exc: BaseException, code: ErrorCode, reason: str, retriable: bool) -> None:
     assert python_exc_to_error_code(exc) == (code, reason, retriable)
 
 

@@ -1,4 +1,4 @@
-"""Seed 000's public API: every name importable, raise helpers, domain catalogs, and the
+"""The public error API: every name importable, raise helpers, domain catalogs, and the
 exception -> ApplicationErrorData path the executor uses."""
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from llamon_agent.core.errors import (
     raise_application_error,
 )
 from llamon_agent.core.errors import (
-    ErrorCode as SeedErrorCode,
+    ErrorCode as PublicErrorCode,
 )
 from llamon_agent.core.settings import set_debug_errors
 from llamon_agent.exceptions import ComponentInvokeError, GuardrailBlockedError
 
-SEED_000_PUBLIC_API = [
+PUBLIC_API = [
     "ErrorCode",
     "JSON_RPC_CODE_TO_ERROR_CODE",
     "BaseErrorData",
@@ -45,15 +45,15 @@ SEED_000_PUBLIC_API = [
 ]
 
 
-def test_seed_000_public_api_is_importable_from_core_errors() -> None:
+def test_the_public_api_is_importable_from_core_errors() -> None:
     namespace: dict[str, object] = {}
-    exec(f"from llamon_agent.core.errors import ({', '.join(SEED_000_PUBLIC_API)})", namespace)  # noqa: S102
-    assert all(name in namespace for name in SEED_000_PUBLIC_API)
-    assert set(SEED_000_PUBLIC_API) <= set(errors.__all__)
+    exec(f"from llamon_agent.core.errors import ({', '.join(PUBLIC_API)})", namespace)  # noqa: S102
+    assert all(name in namespace for name in PUBLIC_API)
+    assert set(PUBLIC_API) <= set(errors.__all__)
 
 
-def test_error_code_has_exactly_the_eight_seed_values() -> None:
-    assert [code.value for code in SeedErrorCode] == [
+def test_error_code_has_exactly_the_eight_documented_values() -> None:
+    assert [code.value for code in PublicErrorCode] == [
         "INVALID_INPUT",
         "AUTH_REQUIRED",
         "NOT_FOUND",
@@ -93,7 +93,7 @@ def test_json_rpc_table_is_read_only() -> None:
         errors.JSON_RPC_CODE_TO_ERROR_CODE[-1] = ErrorCode.NOT_FOUND  # type: ignore[index]
 
 
-def test_seed_raise_application_error_example() -> None:
+def test_the_raise_application_error_example() -> None:
     with pytest.raises(LlamonApplicationError) as caught:
         raise_application_error(
             ErrorCode.RATE_LIMITED,

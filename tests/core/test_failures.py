@@ -16,7 +16,7 @@ JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.sig123456"
 
 
 class PlanSynthesisError(Exception):
-    """Seed 004's engine exception: adapters call to_dict(), never parse the message."""
+    """A workflow engine's exception: adapters call to_dict(), never parse the message."""
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -30,7 +30,7 @@ class PlanSynthesisError(Exception):
 
 
 @pytest.mark.reason("unsatisfied_field")
-def test_seed_004_record_from_an_engine_envelope() -> None:
+def test_record_from_an_engine_envelope() -> None:
     record = FailureRecord.from_exception(
         PlanSynthesisError("ignored text"), tool="getOrderDetail", plan_id="plan_01HZ"
     )
@@ -168,7 +168,7 @@ def test_to_dict_is_json_ready() -> None:
         "max_rounds_exceeded",
     ],
 )
-def test_seed_003_reasons_have_records(reason: str) -> None:
+def test_tool_loop_reasons_have_records(reason: str) -> None:
     record = FailureRecord.of(reason)
     assert record.stage in {"tool_loop", "model_call"}
 

@@ -37,7 +37,7 @@ def generate_response_node(state: dict[str, Any]) -> dict[str, Any]:
     return {"output": "never reached"}
 
 
-def seed_flow() -> GraphBuilder:
+def example_flow() -> GraphBuilder:
     return (
         GraphBuilder()
         .node("fetch_subject", fetch_subject_node, node_kind="business")
@@ -51,7 +51,7 @@ def seed_flow() -> GraphBuilder:
 
 
 async def test_middle_node_failure_keeps_completed_outputs(checkpointer: Any) -> None:
-    app = create_app(seed_flow().compile(checkpointer=checkpointer), make_card())
+    app = create_app(example_flow().compile(checkpointer=checkpointer), make_card())
     async with running_server(app) as url, a2a_client(url) as client:
         task = await send(client, user_message("math"))
         fetched = await client.get_task(TaskQueryParams(id=task.id))
