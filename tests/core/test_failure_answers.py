@@ -226,13 +226,16 @@ def _jsonrpc(error: Any) -> A2AClientJSONRPCError:
     ],
 )
 def test_a2a_client_jsonrpc_errors_by_code(
-    error: object, code: ErrorCode, reason: str, retriable: bool
+    error: InternalError | TaskNotFoundError | InvalidParamsError,
+    code: ErrorCode,
+    reason: str,
+    retriable: bool,
 ) -> None:
     exc = _jsonrpc(error)
     found = classify_exception(exc)
     assert (found.code, found.reason, found.retriable) == (code, reason, retriable)
     data = error_data_for_exception(exc).to_wire()
-    expected_code = error.code  # type: ignore[attr-defined]
+    expected_code = error.code
     assert data["errorMessage"] == f"The called agent answered JSON-RPC error {expected_code}."
 
 
