@@ -35,12 +35,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Final
 
 from llamon_agent.core.codes import (
@@ -49,6 +46,7 @@ from llamon_agent.core.codes import (
     ErrorRule,
     snake_case,
 )
+from llamon_agent.core.retry_after import parse_retry_after_ms, read_retry_after_ms
 from llamon_agent.exceptions import (
     A2AProtocolError,
     ComponentInvokeError,
@@ -138,39 +136,9 @@ class RuleRow:
     note: str = ""
 
 
-def parse_retry_after_ms(value: str | None, *, now: datetime | None = None) -> int | None:
-    """``Retry-After`` (delta-seconds or HTTP-date) as milliseconds >= 0; None if absent/bad."""
-    if value is None:
-        return None
-    text = value.strip()
-    try:
-        seconds = float(text)
-    except ValueError:
-        try:
-            when = parsedate_to_datetime(text)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - (now or datetime.now(UTC))).total_seconds()
-    if not math.isfinite(seconds):
-        return None
-    return max(0, math.ceil(seconds * 1000))
-
-
 def _retry_after(response: object) -> int | None:
     """``retry-after-ms`` (OpenAI, Anthropic) or ``Retry-After`` of a response, in ms."""
-    headers = getattr(response, "headers", None)
-    if headers is None:
-        return None
-    millis = headers.get("retry-after-ms")
-    if isinstance(millis, str):
-        try:
-            return max(0, int(float(millis)))
-        except ValueError:
-            pass
-    raw = headers.get("retry-after")
-    return parse_retry_after_ms(raw if isinstance(raw, str) else None)
+    return read_retry_after_ms(getattr(response, "headers", None))
 
 
 def _sdk_status(exc: BaseException) -> Classification | None:
