@@ -26,7 +26,8 @@ def test_the_old_names_are_read_from_the_table() -> None:
 def test_every_text_is_filled_in() -> None:
     for spec in ERROR_CODE_TABLE:
         assert spec.message.endswith(".")
-        assert spec.meaning and spec.client_action
+        assert spec.meaning
+        assert spec.client_action
         assert re.fullmatch(r"[a-z_]+", spec.operator_action)
 
 
