@@ -437,8 +437,8 @@ def errors_command(
     codes.add_column("meaning")
     codes.add_column("a client should", overflow="fold")
     codes.add_column("operator action", no_wrap=True)
-    for spec in ERROR_CODE_TABLE:
-        codes.add_row(spec.code.value, spec.meaning, spec.client_action, spec.operator_action)
+    for entry in ERROR_CODE_TABLE:
+        codes.add_row(entry.code.value, entry.meaning, entry.client_action, entry.operator_action)
 
     mapping = Table(title="exception -> errorCode (core/classify.py, first match in MRO order)")
     for column in ("exception", "errorCode", "errorReason", "retriable"):

@@ -22,6 +22,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from llamon_agent.core.validation_errors import validation_problems
+
 __all__ = [
     "ArgumentsParse",
     "FieldProblem",
@@ -95,19 +97,9 @@ def _json_type(value: object) -> str:
     return "object" if isinstance(value, dict) else type(value).__name__
 
 
-def _path(loc: Sequence[int | str]) -> str:
-    text = ""
-    for part in loc:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        else:
-            text += f".{part}" if text else str(part)
-    return text
-
-
 def problems_from_validation_error(exc: ValidationError) -> tuple[FieldProblem, ...]:
     """One ``FieldProblem`` per pydantic error: its field path and message (no input values)."""
-    return tuple(FieldProblem(_path(error["loc"]), error["msg"]) for error in exc.errors())
+    return tuple(FieldProblem(path, message) for path, message in validation_problems(exc))
 
 
 _TYPE_CHECKS: dict[str, Any] = {
