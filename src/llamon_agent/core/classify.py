@@ -1,7 +1,9 @@
 """The one table that turns an exception into ``(ErrorCode, errorReason, retriable)``.
 
-Look here to learn how any failure is classified. Resolution, for the raised exception's
-type and then each base class in MRO order, first match wins:
+Look here to learn how any failure is classified. A ``LlamonError`` that carries its own
+answer (``carried``: ``LlamonApplicationError``, the MCP escalations) is read by one rule
+first. Otherwise, for the raised exception's type and then each base class in MRO order,
+the first match wins:
 
 1. a rule the class declares itself (``__llamon_error__``, set by
    ``class X(LlamonError, code=...)`` or assigned on any exception class);
@@ -293,14 +295,24 @@ def _mcp_error(exc: BaseException) -> Classification | None:
     return Classification(ErrorCode.UPSTREAM_UNAVAILABLE, "mcp_error", False, exc)
 
 
-def _application_error(exc: BaseException) -> Classification | None:
-    if not isinstance(exc, LlamonApplicationError):
+def _carried(exc: BaseException) -> Classification | None:
+    """The one rule for a ``LlamonError`` that carries its own answer (``carried``):
+    ``LlamonApplicationError``, the MCP escalations; ``retryAfterMs`` from its extras."""
+    if not isinstance(exc, LlamonError):
         return None
-    retry_after = exc.extras.get("retry_after_ms")
+    try:
+        own = exc.carried
+    except Exception:  # a broken property must not turn a failure answer into a crash
+        logger.warning("%s.carried failed; classifying by type", type(exc).__name__)
+        return None
+    if own is None:
+        return None
+    extras = exc.extras if isinstance(exc, LlamonApplicationError) else {}
+    retry_after = extras.get("retry_after_ms")
     return Classification(
-        exc.code,
-        exc.reason,
-        exc.retriable,
+        own.code,
+        snake_case(type(exc).__name__) if own.reason is None else own.reason,
+        own.retriable,
         exc,
         retry_after_ms=retry_after if isinstance(retry_after, int) else None,
     )
@@ -368,7 +380,6 @@ _RECURSION_MESSAGE: Final = (
 )
 
 BUILTIN_RULES: Final[tuple[tuple[Key, Rule | YieldingRule, str], ...]] = (
-    (LlamonApplicationError, _application_error, "its own code, reason, retriable, extras"),
     (GuardrailBlockedError, ErrorRule(ErrorCode.GUARDRAIL_BLOCKED), "artifacts withheld"),
     (MissingAPIKeyError, ErrorRule(ErrorCode.AUTH_REQUIRED), ""),
     (RegistryUnauthorizedError, ErrorRule(ErrorCode.AUTH_REQUIRED), ""),
@@ -425,6 +436,14 @@ BUILTIN_RULES: Final[tuple[tuple[Key, Rule | YieldingRule, str], ...]] = (
     (LlamonError, _INTERNAL, "any other llamon exception; text shown"),
 )
 """The built-in rows, in the order ``llamon errors`` prints them."""
+
+_CARRIED_ROW: Final = RuleRow(
+    "LlamonError carrying its own",
+    "(its own)",
+    "(its own)",
+    "(its own)",
+    "read first: LlamonApplicationError, MCP escalations; extras",
+)
 
 _DYNAMIC_ROWS: Final = (
     RuleRow("HTTPStatusError 429", "RATE_LIMITED", "rate_limited", "true", "retryAfterMs"),
@@ -511,6 +530,9 @@ def _apply(rule: Rule, exc: BaseException) -> Classification | None:
 
 
 def _classify_single(exc: BaseException, *, follow_causes: bool = True) -> Classification | None:
+    carried = _carried(exc)
+    if carried is not None:
+        return carried
     for cls in type(exc).__mro__:
         declared = cls.__dict__.get("__llamon_error__")
         candidates = (declared, _registry.get(cls), _registry.get(_dotted(cls)))
@@ -615,7 +637,7 @@ def python_exc_to_error_code(exc: BaseException) -> tuple[ErrorCode, str, bool]:
 
 def registered_rules() -> list[RuleRow]:
     """The table as printable rows: built-in rows, user rows, then content-dependent rows."""
-    rows: list[RuleRow] = []
+    rows: list[RuleRow] = [_CARRIED_ROW]
     notes = {key: note for key, _, note in BUILTIN_RULES}
     for key, rule in _registry.items():
         name = key if isinstance(key, str) else _dotted(key)
