@@ -47,7 +47,7 @@ from llamon_agent.core.classify import Classification, classify_exception
 from llamon_agent.core.codes import ErrorCode
 from llamon_agent.core.scrub import scrub_text
 from llamon_agent.loop.result import ToolResult
-from llamon_agent.mcp.arguments import check_arguments
+from llamon_agent.loop.validation import first_schema_problem
 from llamon_agent.mcp.errors import MCPProtocolError, MCPToolTimeoutError, MCPToolUnavailableError
 from llamon_agent.mcp.transport import is_transport_failure
 
@@ -254,7 +254,7 @@ class MCPTool:
     async def call(self, arguments: dict[str, Any]) -> McpToolOutput:
         """Call the tool; failures become observations or one escalated exception
         (see the module docstring)."""
-        problem = check_arguments(self.parameters, arguments)
+        problem = first_schema_problem(self.parameters, arguments)
         if problem is not None:
             return McpToolOutput.failure(problem, "invalid_arguments")
         try:
