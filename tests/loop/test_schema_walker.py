@@ -24,15 +24,28 @@ SCHEMA: dict[str, Any] = {
     "required": ["title"],
     "additionalProperties": False,
     "$defs": {
-        "Place": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+        "Place": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        }
     },
 }
 
 
 @pytest.mark.parametrize(
     ("value", "name"),
-    [(None, "null"), (True, "boolean"), (3, "integer"), (3.5, "number"), ("x", "string")]
-    + [({}, "object"), ([], "array"), ((), "array"), (object(), "object")],
+    [
+        (None, "null"),
+        (True, "boolean"),
+        (3, "integer"),
+        (3.5, "number"),
+        ("x", "string"),
+        ({}, "object"),
+        ([], "array"),
+        ((), "array"),
+        (1j, "complex"),
+    ],
 )
 def test_json_type_name(value: object, name: str) -> None:
     assert json_type_name(value) == name
