@@ -70,6 +70,7 @@ from llamon_agent.exceptions import (
 __all__ = [
     "BUILTIN_RULES",
     "Classification",
+    "ContentRule",
     "DynamicRule",
     "Rule",
     "RuleRow",
