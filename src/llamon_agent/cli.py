@@ -441,10 +441,17 @@ def errors_command(
         codes.add_row(entry.code.value, entry.meaning, entry.client_action, entry.operator_action)
 
     mapping = Table(title="exception -> errorCode (core/classify.py, first match in MRO order)")
-    for column in ("exception", "errorCode", "errorReason", "retriable"):
-        mapping.add_column(column, no_wrap=True)
+    rule_rows = registered_rules()
+    for column, cells in (
+        ("exception", [row.key for row in rule_rows]),
+        ("errorCode", [row.code for row in rule_rows]),
+        ("errorReason", [row.reason for row in rule_rows]),
+        ("retriable", [row.retriable for row in rule_rows]),
+    ):
+        # a name with spaces must not be measured by its longest word
+        mapping.add_column(column, no_wrap=True, min_width=max(map(len, [column, *cells])))
     mapping.add_column("note")
-    for row in registered_rules():
+    for row in rule_rows:
         mapping.add_row(row.key, row.code, row.reason, row.retriable, row.note)
 
     rpc = Table(title="JSON-RPC / A2A code -> errorCode")

@@ -52,13 +52,14 @@ def test_every_mcp_row_is_what_the_rule_answers() -> None:
     rows = _rows("MCPError ")
     checked = 0
     for key, row in rows.items():
-        words = key.removeprefix("MCPError ").split(" ", 1)
-        if words[0] == "other":
+        code = key.removeprefix("MCPError ")
+        if code == "other":
             assert _answer(MCPError(-32602, "Invalid params")) == _printed(row)
         else:
-            messages = words[1].split(" / ") if len(words) > 1 else ["any text"]
+            said = row.note.split(": ", 1)
+            messages = said[1].split(" / ") if len(said) > 1 else ["any text"]
             for message in messages:
-                assert _answer(MCPError(int(words[0]), message)) == _printed(row), key
+                assert _answer(MCPError(int(code), message)) == _printed(row), key
         checked += 1
     assert checked == 5
 

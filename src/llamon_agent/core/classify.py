@@ -412,9 +412,9 @@ _mcp_error: Final = ContentRule(
     rows=(
         *(
             _row(
-                f"MCPError {row.code}{' ' if row.messages else ''}{' / '.join(row.messages)}",
+                f"MCPError {row.code}",
                 row.rule,
-                row.note,
+                ": ".join(part for part in (row.note, " / ".join(row.messages)) if part),
             )
             for row in _MCP_ROWS
         ),
