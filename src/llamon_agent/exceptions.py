@@ -72,7 +72,8 @@ class LlamonError(Exception):
     """Base of every llamon-agent exception: ``INTERNAL_ERROR``, not retriable, unless mapped.
 
     Subclasses may declare their own mapping with class keywords ``code``, ``reason`` and
-    ``retriable``; ``details`` keyword arguments become scrubbed evidence.
+    ``retriable``, or, when it depends on the instance, return it from ``carried``;
+    ``details`` keyword arguments become scrubbed evidence.
     """
 
     __llamon_error__: ClassVar[ErrorRule | None] = None
