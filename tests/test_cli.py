@@ -40,6 +40,22 @@ def test_errors_json_is_one_document() -> None:
     assert any(r["reason"] == "worker_lost" for r in model["reasons"])
 
 
+def test_errors_code_rows_are_the_code_table() -> None:
+    from llamon_agent.core.codes import ERROR_CODE_TABLE
+
+    result = runner.invoke(app, ["errors", "--json"], env={"COLUMNS": "240"})
+    assert json.loads(result.output)["errorCodes"] == [
+        {
+            "code": spec.code.value,
+            "meaning": spec.meaning,
+            "clientAction": spec.client_action,
+            "defaultMessage": spec.message,
+            "operatorAction": spec.operator_action,
+        }
+        for spec in ERROR_CODE_TABLE
+    ]
+
+
 def test_errors_import_shows_registered_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -30,7 +30,7 @@ from llamon_agent.a2a.stores import MemoryLimits, StoreKind
 from llamon_agent.cli_errors import UserError, listen_problem, store_problem
 from llamon_agent.core.catalog import reason_catalog
 from llamon_agent.core.classify import registered_rules
-from llamon_agent.core.codes import JSON_RPC_CODE_TO_ERROR_CODE, ErrorCode
+from llamon_agent.core.codes import ERROR_CODE_TABLE, JSON_RPC_CODE_TO_ERROR_CODE
 
 if TYPE_CHECKING:
     from a2a.types import AgentCard
@@ -367,22 +367,17 @@ def _writable_home() -> str:
     return str(home)
 
 
-_CODE_MEANINGS = {
-    ErrorCode.INVALID_INPUT: "input missing, malformed or off-schema; fix the request",
-    ErrorCode.AUTH_REQUIRED: "authentication or permission needed; log in, then retry",
-    ErrorCode.NOT_FOUND: "task expired or resource absent; start over",
-    ErrorCode.UPSTREAM_UNAVAILABLE: "MCP / RAG / DB / LLM failure; often retriable",
-    ErrorCode.UPSTREAM_TIMEOUT: "an external dependency timed out; retry with backoff",
-    ErrorCode.RATE_LIMITED: "quota or rate limit; wait retryAfterMs or back off",
-    ErrorCode.GUARDRAIL_BLOCKED: "blocked by a safety policy; artifacts withheld",
-    ErrorCode.INTERNAL_ERROR: "anything unknown; report the incident id",
-}
-
-
 def _error_model() -> dict[str, object]:
     return {
         "errorCodes": [
-            {"code": code.value, "meaning": meaning} for code, meaning in _CODE_MEANINGS.items()
+            {
+                "code": spec.code.value,
+                "meaning": spec.meaning,
+                "clientAction": spec.client_action,
+                "defaultMessage": spec.message,
+                "operatorAction": spec.operator_action,
+            }
+            for spec in ERROR_CODE_TABLE
         ],
         "exceptionMapping": [
             {
@@ -437,17 +432,26 @@ def errors_command(
         console.print_json(json.dumps(_error_model(), ensure_ascii=False))
         return
 
-    codes = Table(title="errorCode (clients branch on these)")
+    codes = Table(title="errorCode (clients branch on these; core/codes.py)")
     codes.add_column("errorCode", style="bold", no_wrap=True)
     codes.add_column("meaning")
-    for code, meaning in _CODE_MEANINGS.items():
-        codes.add_row(code.value, meaning)
+    codes.add_column("a client should", overflow="fold")
+    codes.add_column("operator action", no_wrap=True)
+    for entry in ERROR_CODE_TABLE:
+        codes.add_row(entry.code.value, entry.meaning, entry.client_action, entry.operator_action)
 
     mapping = Table(title="exception -> errorCode (core/classify.py, first match in MRO order)")
-    for column in ("exception", "errorCode", "errorReason", "retriable"):
-        mapping.add_column(column, no_wrap=True)
+    rule_rows = registered_rules()
+    for column, cells in (
+        ("exception", [row.key for row in rule_rows]),
+        ("errorCode", [row.code for row in rule_rows]),
+        ("errorReason", [row.reason for row in rule_rows]),
+        ("retriable", [row.retriable for row in rule_rows]),
+    ):
+        # a name with spaces must not be measured by its longest word
+        mapping.add_column(column, no_wrap=True, min_width=max(map(len, [column, *cells])))
     mapping.add_column("note")
-    for row in registered_rules():
+    for row in rule_rows:
         mapping.add_row(row.key, row.code, row.reason, row.retriable, row.note)
 
     rpc = Table(title="JSON-RPC / A2A code -> errorCode")

@@ -72,7 +72,8 @@ class LlamonError(Exception):
     """Base of every llamon-agent exception: ``INTERNAL_ERROR``, not retriable, unless mapped.
 
     Subclasses may declare their own mapping with class keywords ``code``, ``reason`` and
-    ``retriable``; ``details`` keyword arguments become scrubbed evidence.
+    ``retriable``, or, when it depends on the instance, return it from ``carried``;
+    ``details`` keyword arguments become scrubbed evidence.
     """
 
     __llamon_error__: ClassVar[ErrorRule | None] = None
@@ -96,17 +97,37 @@ class LlamonError(Exception):
         self.message = message
         self.details: dict[str, object] = dict(details)
 
+    @property
+    def carried(self) -> ErrorRule | None:
+        """The ``(code, reason, retriable)`` this exception carries itself, or None.
+
+        None (the default) leaves the answer to the classification table, by type. An
+        exception whose answer depends on the instance returns it here
+        (``LlamonApplicationError``: the code and reason it was raised with); the table
+        reads it before any row, and ``to_dict`` reports it.
+        """
+        return None
+
     def to_dict(self) -> dict[str, object]:
         """The failure envelope: ``reason``, ``message`` and detail keys, all scrubbed.
 
-        ``stage`` and ``error_code`` are filled in by ``FailureRecord.from_exception``,
-        which knows the mapping table.
+        The reason is the one this exception carries or its class declares (with
+        ``error_code`` and ``retryable`` then), else the snake_case of its type name;
+        ``stage`` and the rest are filled in by ``FailureRecord.from_exception``, which
+        knows the mapping table.
         """
         envelope: dict[str, object] = {
             "reason": snake_case(type(self).__name__),
             "message": scrub_text(self.message),
         }
         envelope.update(scrub_evidence(self.details))
+        own = self.carried or type(self).__llamon_error__
+        if own is not None:
+            envelope.update(
+                reason=envelope["reason"] if own.reason is None else own.reason,
+                error_code=own.code.value,
+                retryable=own.retriable,
+            )
         return envelope
 
 
@@ -134,11 +155,10 @@ class LlamonApplicationError(LlamonError):
         self.retriable = retriable
         self.extras: Mapping[str, object] = normalize_extras(extras)
 
-    def to_dict(self) -> dict[str, object]:
-        """The envelope with this error's own reason and code."""
-        envelope = super().to_dict()
-        envelope.update(reason=self.reason, error_code=self.code.value, retryable=self.retriable)
-        return envelope
+    @property
+    def carried(self) -> ErrorRule:
+        """This error's own ``code``, ``reason`` and ``retriable``."""
+        return ErrorRule(self.code, self.reason, self.retriable)
 
 
 class ComponentError(LlamonError):

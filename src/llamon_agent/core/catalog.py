@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
-from llamon_agent.core.codes import ErrorCode, Stage
+from llamon_agent.core.codes import ERROR_CODE_TABLE, ErrorCode, Stage
 
 __all__ = [
     "DEFAULT_OPERATOR_ACTIONS",
@@ -37,18 +37,10 @@ class ReasonSpec:
 
 
 DEFAULT_OPERATOR_ACTIONS: Final[MappingProxyType[ErrorCode, str]] = MappingProxyType(
-    {
-        ErrorCode.INVALID_INPUT: "fix_request_input",
-        ErrorCode.AUTH_REQUIRED: "refresh_or_configure_credentials",
-        ErrorCode.NOT_FOUND: "check_resource_exists",
-        ErrorCode.UPSTREAM_UNAVAILABLE: "check_upstream_health",
-        ErrorCode.UPSTREAM_TIMEOUT: "check_upstream_latency_or_timeout",
-        ErrorCode.RATE_LIMITED: "back_off_or_raise_quota",
-        ErrorCode.GUARDRAIL_BLOCKED: "review_guardrail_policy",
-        ErrorCode.INTERNAL_ERROR: "inspect_server_log_by_incident_id",
-    }
+    {spec.code: spec.operator_action for spec in ERROR_CODE_TABLE}
 )
-"""Operator action for a reason the catalog does not know, by its ``ErrorCode``."""
+"""Operator action for a reason the catalog does not know, by its ``ErrorCode``
+(``codes.ERROR_CODE_TABLE``'s ``operator_action``)."""
 
 _S, _E = Stage, ErrorCode
 _ENTRIES: Final[tuple[tuple[str, Stage, ErrorCode, bool, str, str], ...]] = (

@@ -1,7 +1,9 @@
 """The one table that turns an exception into ``(ErrorCode, errorReason, retriable)``.
 
-Look here to learn how any failure is classified. Resolution, for the raised exception's
-type and then each base class in MRO order, first match wins:
+Look here to learn how any failure is classified. A ``LlamonError`` that carries its own
+answer (``carried``: ``LlamonApplicationError``, the MCP escalations) is read by one rule
+first. Otherwise, for the raised exception's type and then each base class in MRO order,
+the first match wins:
 
 1. a rule the class declares itself (``__llamon_error__``, set by
    ``class X(LlamonError, code=...)`` or assigned on any exception class);
@@ -35,12 +37,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Final
 
 from llamon_agent.core.codes import (
@@ -49,6 +48,7 @@ from llamon_agent.core.codes import (
     ErrorRule,
     snake_case,
 )
+from llamon_agent.core.retry_after import parse_retry_after_ms, read_retry_after_ms
 from llamon_agent.exceptions import (
     A2AProtocolError,
     ComponentInvokeError,
@@ -70,6 +70,7 @@ from llamon_agent.exceptions import (
 __all__ = [
     "BUILTIN_RULES",
     "Classification",
+    "ContentRule",
     "DynamicRule",
     "Rule",
     "RuleRow",
@@ -138,80 +139,93 @@ class RuleRow:
     note: str = ""
 
 
-def parse_retry_after_ms(value: str | None, *, now: datetime | None = None) -> int | None:
-    """``Retry-After`` (delta-seconds or HTTP-date) as milliseconds >= 0; None if absent/bad."""
-    if value is None:
-        return None
-    text = value.strip()
-    try:
-        seconds = float(text)
-    except ValueError:
-        try:
-            when = parsedate_to_datetime(text)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - (now or datetime.now(UTC))).total_seconds()
-    if not math.isfinite(seconds):
-        return None
-    return max(0, math.ceil(seconds * 1000))
+def _row(key: str, rule: ErrorRule, note: str = "") -> RuleRow:
+    """The printed row of ``rule`` for what ``key`` names."""
+    reason = rule.reason or "<snake_case type>"
+    return RuleRow(key, rule.code.value, reason, str(rule.retriable).lower(), note)
+
+
+@dataclass(frozen=True, slots=True)
+class ContentRule:
+    """A rule that reads the exception, with the answers it can give, for the printed table.
+
+    ``apply`` decides; ``outcome`` is its one answer when it has only one (a row whose text
+    policy or message is special); ``rows`` are its content-dependent answers, built from
+    the same data ``apply`` reads, and printed below the table.
+    """
+
+    apply: DynamicRule
+    outcome: ErrorRule | None = None
+    rows: tuple[RuleRow, ...] = ()
+
+    def __call__(self, exc: BaseException) -> Classification | None:
+        """Classify ``exc``; None defers to the next base."""
+        return self.apply(exc)
 
 
 def _retry_after(response: object) -> int | None:
     """``retry-after-ms`` (OpenAI, Anthropic) or ``Retry-After`` of a response, in ms."""
-    headers = getattr(response, "headers", None)
-    if headers is None:
-        return None
-    millis = headers.get("retry-after-ms")
-    if isinstance(millis, str):
-        try:
-            return max(0, int(float(millis)))
-        except ValueError:
-            pass
-    raw = headers.get("retry-after")
-    return parse_retry_after_ms(raw if isinstance(raw, str) else None)
+    return read_retry_after_ms(getattr(response, "headers", None))
 
 
-def _sdk_status(exc: BaseException) -> Classification | None:
-    """A provider SDK's status error: by status, with its text withheld (it echoes keys)."""
-    found = _http_status(exc)
-    return None if found is None else dataclasses.replace(found, expose_text=False)
+def _hidden(rule: ErrorRule) -> ContentRule:
+    """A fixed row whose exception text is withheld (it carries request data)."""
 
-
-def _hidden(rule: ErrorRule) -> DynamicRule:
     def apply(exc: BaseException) -> Classification:
         reason = rule.reason or snake_case(type(exc).__name__)
         return Classification(rule.code, reason, rule.retriable, exc, expose_text=False)
 
-    return apply
+    return ContentRule(apply, outcome=rule)
+
+
+_BY_STATUS: Final[tuple[tuple[tuple[int, ...], ErrorRule], ...]] = (
+    ((429,), ErrorRule(ErrorCode.RATE_LIMITED, "rate_limited", True)),
+    ((401, 403), ErrorRule(ErrorCode.AUTH_REQUIRED, "auth_failed", False)),
+    ((404, 410), ErrorRule(ErrorCode.NOT_FOUND, "http_not_found", False)),
+    ((408,), ErrorRule(ErrorCode.UPSTREAM_TIMEOUT, "timeout", True)),
+)
+"""An upstream's HTTP status -> its row; statuses not listed fall to the two below."""
+_STATUS_OTHER_4XX: Final = ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, "http_4xx", False)
+_STATUS_5XX: Final = ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, "http_5xx", True)
+
+
+def _status_rule(status: int) -> ErrorRule:
+    for statuses, rule in _BY_STATUS:
+        if status in statuses:
+            return rule
+    return _STATUS_5XX if status >= 500 else _STATUS_OTHER_4XX
 
 
 def _by_status(status: int, response: object, exc: BaseException) -> Classification:
-    """The row for an upstream's HTTP ``status`` (``response`` supplies ``Retry-After``)."""
-    if status == 429:
-        return Classification(
-            ErrorCode.RATE_LIMITED,
-            "rate_limited",
-            True,
-            exc,
-            retry_after_ms=_retry_after(response),
-            http_status=status,
+    """The row for an upstream's HTTP ``status`` (``response`` supplies ``Retry-After``
+    for a rate limit)."""
+    rule = _status_rule(status)
+    limited = rule.code is ErrorCode.RATE_LIMITED
+    return Classification(
+        rule.code,
+        rule.reason or "",
+        rule.retriable,
+        exc,
+        retry_after_ms=_retry_after(response) if limited else None,
+        http_status=status,
+    )
+
+
+_STATUS_ROWS: Final = (
+    *(
+        _row(
+            f"HTTPStatusError {', '.join(map(str, statuses))}",
+            rule,
+            "retryAfterMs" if rule.code is ErrorCode.RATE_LIMITED else "",
         )
-    if status in (401, 403):
-        row = (ErrorCode.AUTH_REQUIRED, "auth_failed", False)
-    elif status in (404, 410):
-        row = (ErrorCode.NOT_FOUND, "http_not_found", False)
-    elif status == 408:
-        row = (ErrorCode.UPSTREAM_TIMEOUT, "timeout", True)
-    elif status >= 500:
-        row = (ErrorCode.UPSTREAM_UNAVAILABLE, "http_5xx", True)
-    else:
-        row = (ErrorCode.UPSTREAM_UNAVAILABLE, "http_4xx", False)
-    return Classification(*row, exc, http_status=status)
+        for statuses, rule in _BY_STATUS
+    ),
+    _row("HTTPStatusError other 4xx", _STATUS_OTHER_4XX),
+    _row("HTTPStatusError 5xx", _STATUS_5XX),
+)
 
 
-def _http_status(exc: BaseException) -> Classification | None:
+def _response_status(exc: BaseException) -> Classification | None:
     """httpx / httpx2 ``HTTPStatusError`` by status code."""
     response = getattr(exc, "response", None)
     status = getattr(response, "status_code", None)
@@ -220,12 +234,23 @@ def _http_status(exc: BaseException) -> Classification | None:
     return _by_status(status, response, exc)
 
 
-def _a2a_http_status(exc: BaseException) -> Classification | None:
+def _sdk_response_status(exc: BaseException) -> Classification | None:
+    """A provider SDK's status error: by status, with its text withheld (it echoes keys)."""
+    found = _response_status(exc)
+    return None if found is None else dataclasses.replace(found, expose_text=False)
+
+
+def _client_status(exc: BaseException) -> Classification | None:
     """a2a-sdk's ``A2AClientHTTPError`` by its ``status_code`` (a network failure is 503)."""
     status = getattr(exc, "status_code", None)
     if not isinstance(status, int) or isinstance(status, bool):
         return None
     return _by_status(status, None, exc)
+
+
+_http_status: Final = ContentRule(_response_status, rows=_STATUS_ROWS)
+_sdk_status: Final = ContentRule(_sdk_response_status, rows=_STATUS_ROWS)
+_a2a_http_status: Final = ContentRule(_client_status, rows=_STATUS_ROWS)
 
 
 _REMOTE_REASON: Final = re.compile(r"[a-z][a-z0-9_]{0,63}")
@@ -242,7 +267,49 @@ _REMOTE_PASSED: Final = frozenset(
 (its ``INVALID_INPUT``, ``INTERNAL_ERROR``, ``GUARDRAIL_BLOCKED``) are our upstream failing."""
 
 
-def _a2a_jsonrpc(exc: BaseException) -> Classification | None:
+_A2A_TASK_NOT_FOUND: Final = ErrorRule(ErrorCode.NOT_FOUND, "a2a_task_not_found", False)
+_A2A_UPSTREAM_ERROR: Final = ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, "a2a_upstream_error", True)
+_A2A_REJECTED: Final = ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, "a2a_request_rejected", False)
+
+
+def _a2a_code_rule(code: int) -> ErrorRule:
+    """A called agent's bare JSON-RPC error code -> its row, read off the JSON-RPC table:
+    task not found, an internal or unknown server error, or a refused request."""
+    mapped = JSON_RPC_CODE_TO_ERROR_CODE.get(code)
+    if mapped is ErrorCode.NOT_FOUND:
+        return _A2A_TASK_NOT_FOUND
+    if mapped is None or mapped is ErrorCode.INTERNAL_ERROR:
+        return _A2A_UPSTREAM_ERROR
+    return _A2A_REJECTED
+
+
+def _a2a_remote(code: int, data: Mapping[str, object], exc: BaseException) -> Classification:
+    """The called agent's error data in this SDK's shape: its code passes when it means the
+    same to our caller, else it is our upstream failing."""
+    remote_code = ErrorCode(str(data.get("errorCode")))
+    retriable = data.get("retriable") is True
+    message = f"The called agent answered JSON-RPC error {code} ({remote_code.value})."
+    if remote_code not in _REMOTE_PASSED:
+        failed = remote_code is ErrorCode.INVALID_INPUT
+        reason = (_A2A_REJECTED if failed else _A2A_UPSTREAM_ERROR).reason or ""
+        return Classification(
+            ErrorCode.UPSTREAM_UNAVAILABLE, reason, retriable, exc, message=message
+        )
+    after = data.get("retryAfterMs")
+    valid_after = isinstance(after, int) and not isinstance(after, bool) and after >= 0
+    said = data.get("errorReason")
+    valid_reason = isinstance(said, str) and _REMOTE_REASON.fullmatch(said) is not None
+    return Classification(
+        remote_code,
+        str(said) if valid_reason else _A2A_UPSTREAM_ERROR.reason or "",
+        retriable,
+        exc,
+        retry_after_ms=after if valid_after and isinstance(after, int) else None,
+        message=message,
+    )
+
+
+def _a2a_answer(exc: BaseException) -> Classification | None:
     """a2a-sdk's ``A2AClientJSONRPCError``: the called agent answered a JSON-RPC error.
 
     Its ``error.data`` in this SDK's shape (``errorCode``, ``retriable``, ``retryAfterMs``)
@@ -257,82 +324,123 @@ def _a2a_jsonrpc(exc: BaseException) -> Classification | None:
     data = getattr(error, "data", None)
     remote = data.get("errorCode") if isinstance(data, Mapping) else None
     if isinstance(data, Mapping) and isinstance(remote, str) and remote in ErrorCode.__members__:
-        remote_code = ErrorCode(remote)
-        retriable = data.get("retriable") is True
-        after = data.get("retryAfterMs")
-        retry_after = after if isinstance(after, int) and not isinstance(after, bool) else None
-        reason = data.get("errorReason")
-        if remote_code in _REMOTE_PASSED:
-            if not (isinstance(reason, str) and _REMOTE_REASON.fullmatch(reason)):
-                reason = None
-            return Classification(
-                remote_code,
-                reason or "a2a_upstream_error",
-                retriable,
-                exc,
-                retry_after_ms=retry_after if retry_after is None or retry_after >= 0 else None,
-                message=f"The called agent answered JSON-RPC error {code} ({remote_code.value}).",
-            )
-        failed = "a2a_request_rejected" if remote_code is ErrorCode.INVALID_INPUT else None
-        return Classification(
-            ErrorCode.UPSTREAM_UNAVAILABLE,
-            failed or "a2a_upstream_error",
-            retriable,
-            exc,
-            message=f"The called agent answered JSON-RPC error {code} ({remote_code.value}).",
-        )
+        return _a2a_remote(code, data, exc)
+    rule = _a2a_code_rule(code)
     message = f"The called agent answered JSON-RPC error {code}."
-    mapped = JSON_RPC_CODE_TO_ERROR_CODE.get(code)
-    if mapped is ErrorCode.NOT_FOUND:
-        return Classification(
-            ErrorCode.NOT_FOUND, "a2a_task_not_found", False, exc, message=message
-        )
-    if mapped is None or mapped is ErrorCode.INTERNAL_ERROR:
-        return Classification(
-            ErrorCode.UPSTREAM_UNAVAILABLE, "a2a_upstream_error", True, exc, message=message
-        )
-    return Classification(
-        ErrorCode.UPSTREAM_UNAVAILABLE, "a2a_request_rejected", False, exc, message=message
+    return Classification(rule.code, rule.reason or "", rule.retriable, exc, message=message)
+
+
+_A2A_LABELS: Final = {
+    _A2A_TASK_NOT_FOUND: "task not found",
+    _A2A_UPSTREAM_ERROR: "server error",
+    _A2A_REJECTED: "refused request",
+}
+
+
+def _a2a_rows() -> tuple[RuleRow, ...]:
+    key = "A2AClientJSONRPCError"
+    passed = ", ".join(code.value for code in ErrorCode if code in _REMOTE_PASSED)
+    by_rule: dict[ErrorRule, list[str]] = {rule: [] for rule in _A2A_LABELS}
+    for number in JSON_RPC_CODE_TO_ERROR_CODE:
+        by_rule[_a2a_code_rule(number)].append(str(number))
+    by_rule[_A2A_UPSTREAM_ERROR].append("any unknown code")
+    return (
+        RuleRow(f"{key} + data", "(the called agent's)", "", "", f"its errorCode if {passed}"),
+        *(
+            _row(f"{key} {_A2A_LABELS[rule]}", rule, ", ".join(numbers))
+            for rule, numbers in by_rule.items()
+        ),
     )
 
 
-_MCP_CONNECTION_CLOSED: Final = -32000
-_MCP_REQUEST_TIMEOUT: Final = -32001
-_JSONRPC_INVALID_REQUEST: Final = -32600
-_JSONRPC_INTERNAL_ERROR: Final = -32603
-# Errors mcp 2.3.0's streamable HTTP client and server make up themselves (no tool or
-# server author chose them): the HTTP session is gone (server restarted, session expired),
-# or the HTTP layer failed (a 4xx/5xx without a JSON-RPC body, e.g. a proxy's 503).
-_MCP_SESSION_LOST: Final = frozenset({"Session not found", "Session terminated"})
-_MCP_HTTP_FAILED: Final = "Server returned an error response"
+_a2a_jsonrpc: Final = ContentRule(_a2a_answer, rows=_a2a_rows())
 
 
-def _mcp_error(exc: BaseException) -> Classification | None:
+@dataclass(frozen=True, slots=True)
+class _McpRow:
+    """``MCPError`` with ``code`` (and, when ``messages`` is set, one of those texts on an
+    error mcp made up itself, with no ``data``) -> ``rule``."""
+
+    code: int
+    rule: ErrorRule
+    messages: tuple[str, ...] = ()
+    note: str = ""
+
+    def matches(self, code: object, message: object, made_up: bool) -> bool:
+        if code != self.code:
+            return False
+        return not self.messages or (made_up and message in self.messages)
+
+
+# Besides its two own codes, mcp 2.3.0's streamable HTTP client and server make up errors
+# (no tool or server author chose them): the HTTP session is gone (server restarted,
+# session expired), or the HTTP layer failed (a 4xx/5xx without a JSON-RPC body, e.g. a
+# proxy's 503).
+_MCP_ROWS: Final = (
+    _McpRow(-32001, ErrorRule(ErrorCode.UPSTREAM_TIMEOUT, "timeout", True), note="client timeout"),
+    _McpRow(-32000, ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, "connection_closed", True)),
+    _McpRow(
+        -32600,
+        ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, "session_lost", True),
+        ("Session not found", "Session terminated"),
+        "made up by mcp",
+    ),
+    _McpRow(
+        -32603,
+        ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, "http_error", True),
+        ("Server returned an error response",),
+        "made up by mcp",
+    ),
+)
+_MCP_OTHER: Final = ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, "mcp_error", False)
+
+
+def _mcp_answer(exc: BaseException) -> Classification | None:
     """mcp 2.x ``MCPError``: client timeout (-32001), dead connection (-32000), the
     transport failures mcp reports as JSON-RPC errors (lost session, HTTP error status), or
     a protocol error from the server, which no retry or smarter model fixes."""
     code = getattr(exc, "code", None)
     message = getattr(exc, "message", None)
     made_up = getattr(getattr(exc, "error", None), "data", None) is None
-    if code == _MCP_REQUEST_TIMEOUT:
-        return Classification(ErrorCode.UPSTREAM_TIMEOUT, "timeout", True, exc)
-    if code == _MCP_CONNECTION_CLOSED:
-        return Classification(ErrorCode.UPSTREAM_UNAVAILABLE, "connection_closed", True, exc)
-    if made_up and code == _JSONRPC_INVALID_REQUEST and message in _MCP_SESSION_LOST:
-        return Classification(ErrorCode.UPSTREAM_UNAVAILABLE, "session_lost", True, exc)
-    if made_up and code == _JSONRPC_INTERNAL_ERROR and message == _MCP_HTTP_FAILED:
-        return Classification(ErrorCode.UPSTREAM_UNAVAILABLE, "http_error", True, exc)
-    return Classification(ErrorCode.UPSTREAM_UNAVAILABLE, "mcp_error", False, exc)
+    rule = next((row.rule for row in _MCP_ROWS if row.matches(code, message, made_up)), None)
+    rule = rule or _MCP_OTHER
+    return Classification(rule.code, rule.reason or "", rule.retriable, exc)
 
 
-def _application_error(exc: BaseException) -> Classification | None:
-    if not isinstance(exc, LlamonApplicationError):
+_mcp_error: Final = ContentRule(
+    _mcp_answer,
+    rows=(
+        *(
+            _row(
+                f"MCPError {row.code}",
+                row.rule,
+                ": ".join(part for part in (row.note, " / ".join(row.messages)) if part),
+            )
+            for row in _MCP_ROWS
+        ),
+        _row("MCPError other", _MCP_OTHER, "the server refused"),
+    ),
+)
+
+
+def _carried(exc: BaseException) -> Classification | None:
+    """The one rule for a ``LlamonError`` that carries its own answer (``carried``):
+    ``LlamonApplicationError``, the MCP escalations; ``retryAfterMs`` from its extras."""
+    if not isinstance(exc, LlamonError):
         return None
-    retry_after = exc.extras.get("retry_after_ms")
+    try:
+        own = exc.carried
+    except Exception:  # a broken property must not turn a failure answer into a crash
+        logger.warning("%s.carried failed; classifying by type", type(exc).__name__)
+        return None
+    if own is None:
+        return None
+    extras = exc.extras if isinstance(exc, LlamonApplicationError) else {}
+    retry_after = extras.get("retry_after_ms")
     return Classification(
-        exc.code,
-        exc.reason,
-        exc.retriable,
+        own.code,
+        snake_case(type(exc).__name__) if own.reason is None else own.reason,
+        own.retriable,
         exc,
         retry_after_ms=retry_after if isinstance(retry_after, int) else None,
     )
@@ -349,14 +457,14 @@ class YieldingRule:
     rule: ErrorRule | DynamicRule
 
 
-def _fixed(rule: ErrorRule, message: str) -> DynamicRule:
+def _fixed(rule: ErrorRule, message: str) -> ContentRule:
     """A row whose client message is ``message``, whatever the exception's text."""
 
     def apply(exc: BaseException) -> Classification:
         reason = rule.reason or snake_case(type(exc).__name__)
         return Classification(rule.code, reason, rule.retriable, exc, message=message)
 
-    return apply
+    return ContentRule(apply, outcome=rule)
 
 
 _DATABASE_GONE_SQLSTATES: Final = ("08", "57P01", "57P02", "57P03", "53300")
@@ -376,7 +484,10 @@ def _sqlstate(exc: BaseException) -> str:
     return ""
 
 
-def _database_gone(exc: BaseException) -> Classification | None:
+_DATABASE = ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, "database_unavailable", True)
+
+
+def _database_answer(exc: BaseException) -> Classification | None:
     """SQLAlchemy's ``DBAPIError`` when the database does not answer: a connection it
     dropped (server stopped or failed over mid-statement), or one it refused while
     starting up or shutting down. Text withheld (it names hosts); any other DBAPI error
@@ -384,23 +495,37 @@ def _database_gone(exc: BaseException) -> Classification | None:
     lost = getattr(exc, "connection_invalidated", False) is True
     if not (lost or _sqlstate(exc).startswith(_DATABASE_GONE_SQLSTATES)):
         return None
-    return Classification(
-        ErrorCode.UPSTREAM_UNAVAILABLE, "database_unavailable", True, exc, expose_text=False
-    )
+    reason = _DATABASE.reason or ""
+    return Classification(_DATABASE.code, reason, _DATABASE.retriable, exc, expose_text=False)
+
+
+_database_gone: Final = ContentRule(
+    _database_answer,
+    rows=(
+        _row(
+            "DBAPIError database gone",
+            _DATABASE,
+            "connection lost, SQLSTATE "
+            + ", ".join(
+                f"{state}*" if len(state) == 2 else state for state in _DATABASE_GONE_SQLSTATES
+            ),
+        ),
+    ),
+)
 
 
 _UNAVAILABLE = ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, None, True)
 _NETWORK = ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, "network_error", True)
 _TIMEOUT = ErrorRule(ErrorCode.UPSTREAM_TIMEOUT, "timeout", True)
 _INTERNAL = ErrorRule(ErrorCode.INTERNAL_ERROR, None, False)
-_DATABASE = ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, "database_unavailable", True)
+_FALLBACK: Final = ErrorRule(ErrorCode.INTERNAL_ERROR, None, False)
+"""What an exception no rule maps becomes (``mapped=False``: its text stays inside)."""
 
 _RECURSION_MESSAGE: Final = (
     "The agent reached its limit of steps before finishing; retrying may succeed."
 )
 
 BUILTIN_RULES: Final[tuple[tuple[Key, Rule | YieldingRule, str], ...]] = (
-    (LlamonApplicationError, _application_error, "its own code, reason, retriable, extras"),
     (GuardrailBlockedError, ErrorRule(ErrorCode.GUARDRAIL_BLOCKED), "artifacts withheld"),
     (MissingAPIKeyError, ErrorRule(ErrorCode.AUTH_REQUIRED), ""),
     (RegistryUnauthorizedError, ErrorRule(ErrorCode.AUTH_REQUIRED), ""),
@@ -458,33 +583,19 @@ BUILTIN_RULES: Final[tuple[tuple[Key, Rule | YieldingRule, str], ...]] = (
 )
 """The built-in rows, in the order ``llamon errors`` prints them."""
 
-_DYNAMIC_ROWS: Final = (
-    RuleRow("HTTPStatusError 429", "RATE_LIMITED", "rate_limited", "true", "retryAfterMs"),
-    RuleRow("HTTPStatusError 401, 403", "AUTH_REQUIRED", "auth_failed", "false"),
-    RuleRow("HTTPStatusError 404, 410", "NOT_FOUND", "http_not_found", "false"),
-    RuleRow("HTTPStatusError 408", "UPSTREAM_TIMEOUT", "timeout", "true"),
-    RuleRow("HTTPStatusError other 4xx", "UPSTREAM_UNAVAILABLE", "http_4xx", "false"),
-    RuleRow("HTTPStatusError 5xx", "UPSTREAM_UNAVAILABLE", "http_5xx", "true"),
-    RuleRow("MCPError -32001", "UPSTREAM_TIMEOUT", "timeout", "true", "client timeout"),
-    RuleRow("MCPError -32000", "UPSTREAM_UNAVAILABLE", "connection_closed", "true"),
-    RuleRow("MCPError session lost", "UPSTREAM_UNAVAILABLE", "session_lost", "true", "-32600"),
-    RuleRow("MCPError HTTP status", "UPSTREAM_UNAVAILABLE", "http_error", "true", "-32603"),
-    RuleRow("MCPError other", "UPSTREAM_UNAVAILABLE", "mcp_error", "false", "server refused"),
-    RuleRow("A2AClientJSONRPCError + data", "(the called agent's)", "", "", "its errorCode"),
-    RuleRow("A2AClientJSONRPCError -32001", "NOT_FOUND", "a2a_task_not_found", "false"),
-    RuleRow("A2AClientJSONRPCError -32603", "UPSTREAM_UNAVAILABLE", "a2a_upstream_error", "true"),
-    RuleRow("A2AClientJSONRPCError other", "UPSTREAM_UNAVAILABLE", "a2a_request_rejected", "false"),
-    RuleRow("generic wrapper + cause", "(the cause's)", "", "", "raise ... from a mapped cause"),
-    RuleRow(
-        "DBAPIError database gone",
-        "UPSTREAM_UNAVAILABLE",
-        "database_unavailable",
-        "true",
-        "connection lost, SQLSTATE 08*, 57P01-03, 53300",
-    ),
-    RuleRow("ExceptionGroup", "(first mapped leaf)", "", "", "else the first leaf"),
-    RuleRow("anything else", "INTERNAL_ERROR", "<snake_case type>", "false", "text withheld"),
+_CARRIED_ROW: Final = RuleRow(
+    "LlamonError carrying its own",
+    "(its own)",
+    "(its own)",
+    "(its own)",
+    "read first: LlamonApplicationError, MCP escalations; extras",
 )
+_RESOLUTION_ROWS: Final = (
+    RuleRow("generic wrapper + cause", "(the cause's)", "", "", "raise ... from a mapped cause"),
+    RuleRow("ExceptionGroup", "(first mapped leaf)", "", "", "else the first leaf"),
+    _row("anything else", _FALLBACK, "text withheld"),
+)
+"""How the rows are applied (not rows themselves): printed after the content rows."""
 
 _registry: dict[Key, Rule | YieldingRule] = {key: rule for key, rule, _ in BUILTIN_RULES}
 
@@ -543,6 +654,9 @@ def _apply(rule: Rule, exc: BaseException) -> Classification | None:
 
 
 def _classify_single(exc: BaseException, *, follow_causes: bool = True) -> Classification | None:
+    carried = _carried(exc)
+    if carried is not None:
+        return carried
     for cls in type(exc).__mro__:
         declared = cls.__dict__.get("__llamon_error__")
         candidates = (declared, _registry.get(cls), _registry.get(_dotted(cls)))
@@ -635,9 +749,8 @@ def _classify(exc: BaseException) -> Classification:
         found = _classify_single(exc)
         if found is not None:
             return found
-    return Classification(
-        ErrorCode.INTERNAL_ERROR, snake_case(type(exc).__name__), False, exc, mapped=False
-    )
+    reason = _FALLBACK.reason or snake_case(type(exc).__name__)
+    return Classification(_FALLBACK.code, reason, _FALLBACK.retriable, exc, mapped=False)
 
 
 def python_exc_to_error_code(exc: BaseException) -> tuple[ErrorCode, str, bool]:
@@ -646,18 +759,25 @@ def python_exc_to_error_code(exc: BaseException) -> tuple[ErrorCode, str, bool]:
 
 
 def registered_rules() -> list[RuleRow]:
-    """The table as printable rows: built-in rows, user rows, then content-dependent rows."""
-    rows: list[RuleRow] = []
+    """The table as printable rows, generated from the rules themselves: the rule for what
+    an exception carries, built-in and user rows, then the answers of content-dependent
+    rules (by HTTP status, JSON-RPC code, SQLSTATE), then how the rows are applied."""
+    rows: list[RuleRow] = [_CARRIED_ROW]
+    content: dict[RuleRow, None] = {}
     notes = {key: note for key, _, note in BUILTIN_RULES}
     for key, rule in _registry.items():
         name = key if isinstance(key, str) else _dotted(key)
         note = notes.get(key, "registered")
-        if isinstance(rule, YieldingRule) and isinstance(rule.rule, ErrorRule):
+        if isinstance(rule, YieldingRule):
             rule = rule.rule
+        if isinstance(rule, ContentRule):
+            content.update(dict.fromkeys(rule.rows))
+            if rule.outcome is not None:
+                rule = rule.outcome
         if isinstance(rule, ErrorRule):
-            reason = rule.reason or "<snake_case type>"
-            rows.append(RuleRow(name, rule.code.value, reason, str(rule.retriable).lower(), note))
+            rows.append(_row(name, rule, note))
         else:
             rows.append(RuleRow(name, "(by content)", "", "", note))
-    rows.extend(_DYNAMIC_ROWS)
+    rows.extend(content)
+    rows.extend(_RESOLUTION_ROWS)
     return rows

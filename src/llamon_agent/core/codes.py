@@ -18,8 +18,10 @@ from typing import Final
 
 __all__ = [
     "DEFAULT_MESSAGES",
+    "ERROR_CODE_TABLE",
     "JSON_RPC_CODE_TO_ERROR_CODE",
     "ErrorCode",
+    "ErrorCodeSpec",
     "ErrorRule",
     "Stage",
     "json_rpc_to_error_code",
@@ -131,16 +133,85 @@ def snake_case(name: str) -> str:
     return _CAMEL_BOUNDARY.sub("_", name).replace("-", "_").lower()
 
 
-DEFAULT_MESSAGES: Final[MappingProxyType[ErrorCode, str]] = MappingProxyType(
-    {
-        ErrorCode.INVALID_INPUT: "The request was not valid.",
-        ErrorCode.AUTH_REQUIRED: "Authentication is required.",
-        ErrorCode.NOT_FOUND: "The requested resource was not found.",
-        ErrorCode.UPSTREAM_UNAVAILABLE: "A service this agent depends on is unavailable.",
-        ErrorCode.UPSTREAM_TIMEOUT: "A service this agent depends on timed out.",
-        ErrorCode.RATE_LIMITED: "Too many requests; try again later.",
-        ErrorCode.GUARDRAIL_BLOCKED: "The request was blocked by a safety policy.",
-        ErrorCode.INTERNAL_ERROR: "The agent failed unexpectedly.",
-    }
+@dataclass(frozen=True, slots=True)
+class ErrorCodeSpec:
+    """What one `ErrorCode` means, in every place it is explained.
+
+    ``message`` is the plain sentence a client is shown when an error has no message of its
+    own; ``meaning`` and ``client_action`` are what ``llamon errors`` and docs/errors.md
+    print; ``operator_action`` is a failure record's action when its reason is not in the
+    catalog.
+    """
+
+    code: ErrorCode
+    message: str
+    meaning: str
+    client_action: str
+    operator_action: str
+
+
+ERROR_CODE_TABLE: Final[tuple[ErrorCodeSpec, ...]] = (
+    ErrorCodeSpec(
+        ErrorCode.INVALID_INPUT,
+        "The request was not valid.",
+        "input missing, malformed or off-schema",
+        "fix the request; do not retry it as is",
+        "fix_request_input",
+    ),
+    ErrorCodeSpec(
+        ErrorCode.AUTH_REQUIRED,
+        "Authentication is required.",
+        "authentication or permission needed, token expired",
+        "log in / refresh, then retry",
+        "refresh_or_configure_credentials",
+    ),
+    ErrorCodeSpec(
+        ErrorCode.NOT_FOUND,
+        "The requested resource was not found.",
+        "task expired or resource absent",
+        "start over",
+        "check_resource_exists",
+    ),
+    ErrorCodeSpec(
+        ErrorCode.UPSTREAM_UNAVAILABLE,
+        "A service this agent depends on is unavailable.",
+        "MCP / RAG / DB / LLM failure",
+        "retry when retriable",
+        "check_upstream_health",
+    ),
+    ErrorCodeSpec(
+        ErrorCode.UPSTREAM_TIMEOUT,
+        "A service this agent depends on timed out.",
+        "an external dependency timed out",
+        "retry with backoff",
+        "check_upstream_latency_or_timeout",
+    ),
+    ErrorCodeSpec(
+        ErrorCode.RATE_LIMITED,
+        "Too many requests; try again later.",
+        "quota or rate limit",
+        "wait retryAfterMs, else back off exponentially",
+        "back_off_or_raise_quota",
+    ),
+    ErrorCodeSpec(
+        ErrorCode.GUARDRAIL_BLOCKED,
+        "The request was blocked by a safety policy.",
+        "blocked for safety or compliance; the task's artifacts are withheld",
+        "show data.guardrail.violationCategory",
+        "review_guardrail_policy",
+    ),
+    ErrorCodeSpec(
+        ErrorCode.INTERNAL_ERROR,
+        "The agent failed unexpectedly.",
+        "anything unknown (the fallback)",
+        "report the incidentId",
+        "inspect_server_log_by_incident_id",
+    ),
 )
-"""A plain sentence per code: display text when an error has no message to show."""
+"""One row per `ErrorCode`, in enum order: the only place its texts are written."""
+
+DEFAULT_MESSAGES: Final[MappingProxyType[ErrorCode, str]] = MappingProxyType(
+    {spec.code: spec.message for spec in ERROR_CODE_TABLE}
+)
+"""A plain sentence per code: display text when an error has no message to show
+(``ERROR_CODE_TABLE``'s ``message``)."""

@@ -37,6 +37,7 @@ from pydantic.alias_generators import to_camel
 
 from llamon_agent.core.codes import DEFAULT_MESSAGES, ErrorCode
 from llamon_agent.core.scrub import scrub_public_text, scrub_text
+from llamon_agent.core.validation_errors import format_validation_error
 
 __all__ = [
     "APPLICATION_EXTRA_FIELDS",
@@ -240,12 +241,7 @@ def _build(
             }
         )
     except (ValidationError, TypeError) as exc:
-        if isinstance(exc, ValidationError):
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-            )
-        else:
-            problems = str(exc)
+        problems = format_validation_error(exc) if isinstance(exc, ValidationError) else str(exc)
         logger.warning(
             "error data fallback to INTERNAL_ERROR/%s: intended code=%s reason=%s extras=%s: %s",
             _FALLBACK_REASON,

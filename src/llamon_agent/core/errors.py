@@ -43,6 +43,7 @@ from llamon_agent.core.error_data import (
     normalize_extras,
 )
 from llamon_agent.core.messages import public_message
+from llamon_agent.core.validation_errors import format_validation_error
 from llamon_agent.exceptions import GuardrailBlockedError, LlamonApplicationError
 
 __all__ = [
@@ -124,9 +125,7 @@ class DomainErrorRaiser:
                     domain_code=key,
                 )
             except ValidationError as exc:
-                problems = "; ".join(
-                    f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-                )
+                problems = format_validation_error(exc)
                 raise ValueError(f"domain catalog entry {key!r} is invalid: {problems}") from None
             except (KeyError, ValueError, TypeError) as exc:
                 raise ValueError(f"domain catalog entry {key!r} is invalid: {exc!r}") from None

@@ -7,27 +7,42 @@ Two steps, two named failures:
   it for tools without parameters.
 * ``check_arguments(tool, arguments)`` -- the object must fit the tool's contract
   (``invalid_arguments`` otherwise): its pydantic model when it has one (``Tool``), else
-  a JSON-schema check of its ``parameters`` (types, required fields, enums,
-  ``additionalProperties: false``, nested objects and arrays; other keywords are not
-  checked here). Each problem names its field; values are never repeated back.
+  a JSON-schema check of its ``parameters``. Each problem names its field; values are
+  never repeated back.
+
+The JSON-schema check is one walker (types -- a type, a list of types, or
+``anyOf``/``oneOf`` alternatives --, required fields, enums, ``additionalProperties``,
+nested objects and arrays, local ``$ref``s followed; other keywords are not checked here)
+with two message styles:
+
+* ``check_schema`` -- every problem, in pydantic's words (``field 'items[1].name': Field
+  required``), for the loop's ``invalid_arguments`` observation;
+* ``first_schema_problem`` -- one short line for a model calling an MCP tool, about the
+  top-level fields only (finer checks are the server's):
+  ``Missing required argument: title`` (several: ``Missing required arguments: a, b``),
+  ``Invalid argument type: quantity should be an integer, not a string``,
+  ``Invalid arguments: expected a JSON object, not an array``.
 """
 
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ValidationError
+
+from llamon_agent.core.validation_errors import error_path, validation_problems
 
 __all__ = [
     "ArgumentsParse",
     "FieldProblem",
     "check_arguments",
     "check_schema",
+    "first_schema_problem",
     "format_problems",
+    "json_type_name",
     "parse_arguments",
     "problems_from_validation_error",
 ]
@@ -82,47 +97,151 @@ def parse_arguments(raw: object) -> ArgumentsParse:
 
 
 def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object" if isinstance(value, dict) else type(value).__name__
-
-
-def _path(loc: Sequence[int | str]) -> str:
-    text = ""
-    for part in loc:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        else:
-            text += f".{part}" if text else str(part)
-    return text
+    """JSON's own name: one ``number`` type for integers and fractions alike."""
+    name = json_type_name(value)
+    return "number" if name == "integer" else name
 
 
 def problems_from_validation_error(exc: ValidationError) -> tuple[FieldProblem, ...]:
     """One ``FieldProblem`` per pydantic error: its field path and message (no input values)."""
-    return tuple(FieldProblem(_path(error["loc"]), error["msg"]) for error in exc.errors())
+    return tuple(FieldProblem(path, message) for path, message in validation_problems(exc))
 
 
-_TYPE_CHECKS: dict[str, Any] = {
-    "string": lambda v: isinstance(v, str),
-    "integer": lambda v: (
-        not isinstance(v, bool)
-        and (isinstance(v, int) or (isinstance(v, float) and math.isfinite(v) and v.is_integer()))
-    ),
-    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
-    "boolean": lambda v: isinstance(v, bool),
-    "array": lambda v: isinstance(v, list),
-    "object": lambda v: isinstance(v, dict),
-    "null": lambda v: v is None,
-}
-_MAX_ENUM_SHOWN = 10
+def json_type_name(value: object) -> str:
+    """The JSON Schema type of a Python value as the model sent it (``bool`` is not a
+    number; ``3`` is an ``integer``, ``3.5`` a ``number``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, Mapping):
+        return "object"
+    if isinstance(value, list | tuple):
+        return "array"
+    return type(value).__name__
+
+
+_JSON_TYPES: Final = frozenset(
+    {"string", "integer", "number", "boolean", "object", "array", "null"}
+)
+_MAX_REF_DEPTH: Final = 8
+_MAX_ENUM_SHOWN: Final = 10
+
+
+def _matches(value: object, json_type: str) -> bool:
+    actual = json_type_name(value)
+    if json_type == "number":
+        return actual in ("integer", "number")
+    if json_type == "integer":
+        # JSON has one number type: 3.0 is an integer to JSON Schema (and to pydantic).
+        return actual == "integer" or (isinstance(value, float) and value.is_integer())
+    return actual == json_type
+
+
+def _resolve(schema: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Follow local ``$ref`` (``#/$defs/X``, ``#/definitions/X``); unknown refs -> ``{}``."""
+    for _ in range(_MAX_REF_DEPTH):
+        ref = schema.get("$ref")
+        if not isinstance(ref, str):
+            return schema
+        if not ref.startswith("#/"):
+            return {}
+        node: Any = root
+        for part in ref[2:].split("/"):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if not isinstance(node, Mapping):
+            return {}
+        schema = node
+    return {}
+
+
+def _allowed_types(schema: Mapping[str, Any], root: Mapping[str, Any]) -> list[str] | None:
+    """The JSON types a value may have, in schema order; ``None`` when the schema says
+    nothing we can name (no type, an unknown type name, an untyped alternative)."""
+    schema = _resolve(schema, root)
+    declared = schema.get("type")
+    if isinstance(declared, str):
+        return [declared] if declared in _JSON_TYPES else None
+    if isinstance(declared, list):
+        names = [t for t in declared if isinstance(t, str) and t in _JSON_TYPES]
+        return names if names and len(names) == len(declared) else None
+    for key in ("anyOf", "oneOf"):
+        branches = schema.get(key)
+        if isinstance(branches, list) and branches:
+            found: list[str] = []
+            for branch in branches:
+                if not isinstance(branch, Mapping):
+                    return None
+                inner = _allowed_types(branch, root)
+                if inner is None:  # one branch accepts anything we cannot name
+                    return None
+                found.extend(t for t in inner if t not in found)
+            return found
+    return None
+
+
+Path = tuple[str | int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Finding:
+    """One problem the walker found, before it is put into words.
+
+    ``kind`` says which rule broke: ``type`` (``expected`` JSON types, the value's
+    ``actual`` type), ``enum`` (``expected`` the allowed values, as JSON), ``missing`` (a
+    required field), ``extra`` (a field ``additionalProperties: false`` forbids).
+    """
+
+    path: Path
+    kind: Literal["type", "enum", "missing", "extra"]
+    expected: tuple[str, ...] = ()
+    actual: str = ""
+
+
+def _walk(
+    schema: Mapping[str, Any], value: object, path: Path, root: Mapping[str, Any]
+) -> Iterator[_Finding]:
+    """Every problem of ``value`` against ``schema``: the one JSON-schema walker."""
+    schema = _resolve(schema, root)
+    allowed = _allowed_types(schema, root)
+    if allowed and not any(_matches(value, t) for t in allowed):
+        yield _Finding(path, "type", tuple(allowed), json_type_name(value))
+        return
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum and value not in enum:
+        yield _Finding(path, "enum", tuple(json.dumps(item) for item in enum))
+    if isinstance(value, Mapping):
+        yield from _walk_object(schema, value, path, root)
+    items = schema.get("items")
+    if isinstance(value, list) and isinstance(items, Mapping):
+        for index, item in enumerate(value):
+            yield from _walk(items, item, (*path, index), root)
+
+
+def _walk_object(
+    schema: Mapping[str, Any], value: Mapping[str, Any], path: Path, root: Mapping[str, Any]
+) -> Iterator[_Finding]:
+    properties = schema.get("properties")
+    properties = properties if isinstance(properties, Mapping) else {}
+    required = schema.get("required")
+    for name in required if isinstance(required, list) else ():
+        if isinstance(name, str) and name not in value:
+            yield _Finding((*path, name), "missing")
+    extra = schema.get("additionalProperties", True)
+    for key, item in value.items():
+        sub = properties.get(key)
+        if isinstance(sub, Mapping):
+            yield from _walk(sub, item, (*path, str(key)), root)
+        elif extra is False:
+            yield _Finding((*path, str(key)), "extra")
+        elif isinstance(extra, Mapping):
+            yield from _walk(extra, item, (*path, str(key)), root)
 
 
 def _valid_types(types: Sequence[str]) -> str:
@@ -132,47 +251,67 @@ def _valid_types(types: Sequence[str]) -> str:
     return f"{text} or null" if named and "null" in types else text
 
 
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
+def _in_pydantic_words(finding: _Finding) -> FieldProblem:
+    where = error_path(finding.path)
+    if finding.kind == "type":
+        return FieldProblem(where, f"Input should be {_valid_types(finding.expected)}")
+    if finding.kind == "enum":
+        shown = ", ".join(finding.expected[:_MAX_ENUM_SHOWN])
+        more = ", ..." if len(finding.expected) > _MAX_ENUM_SHOWN else ""
+        return FieldProblem(where, f"Input should be one of {shown}{more}")
+    if finding.kind == "missing":
+        return FieldProblem(where, "Field required")
+    return FieldProblem(where, "Extra inputs are not permitted")
 
 
 def check_schema(schema: Mapping[str, Any], value: Any, path: str = "") -> tuple[FieldProblem, ...]:
-    """Problems of ``value`` against a JSON schema (the subset named in the module docstring)."""
-    problems: list[FieldProblem] = []
-    declared = schema.get("type")
-    types = [declared] if isinstance(declared, str) else declared
-    if isinstance(types, list):
-        known = [t for t in types if t in _TYPE_CHECKS]
-        if known and not any(_TYPE_CHECKS[t](value) for t in known):
-            return (FieldProblem(path, f"Input should be {_valid_types(known)}"),)
-    enum = schema.get("enum")
-    if isinstance(enum, list) and enum and value not in enum:
-        shown = ", ".join(json.dumps(item) for item in enum[:_MAX_ENUM_SHOWN])
-        more = ", ..." if len(enum) > _MAX_ENUM_SHOWN else ""
-        problems.append(FieldProblem(path, f"Input should be one of {shown}{more}"))
-    if isinstance(value, dict):
-        properties = schema.get("properties")
-        properties = properties if isinstance(properties, Mapping) else {}
-        required = schema.get("required")
-        for name in required if isinstance(required, list) else ():
-            if isinstance(name, str) and name not in value:
-                problems.append(FieldProblem(_join(path, name), "Field required"))
-        extra = schema.get("additionalProperties", True)
-        for key, item in value.items():
-            sub = properties.get(key)
-            if isinstance(sub, Mapping):
-                problems.extend(check_schema(sub, item, _join(path, str(key))))
-            elif extra is False:
-                problems.append(
-                    FieldProblem(_join(path, str(key)), "Extra inputs are not permitted")
-                )
-            elif isinstance(extra, Mapping):
-                problems.extend(check_schema(extra, item, _join(path, str(key))))
-    items = schema.get("items")
-    if isinstance(value, list) and isinstance(items, Mapping):
-        for index, item in enumerate(value):
-            problems.extend(check_schema(items, item, f"{path}[{index}]"))
-    return tuple(problems)
+    """Every problem of ``value`` against a JSON schema, in pydantic's words (the keywords
+    named in the module docstring); ``path`` prefixes each field."""
+    problems = tuple(_in_pydantic_words(f) for f in _walk(schema, value, (), schema))
+    if not path:
+        return problems
+    return tuple(FieldProblem(_under(path, p.field), p.message) for p in problems)
+
+
+def _under(prefix: str, field: str) -> str:
+    if not field:
+        return prefix
+    return f"{prefix}{field}" if field.startswith("[") else f"{prefix}.{field}"
+
+
+_ARTICLES: Final = {"integer": "an", "object": "an", "array": "an", "null": ""}
+
+
+def _a(json_type: str) -> str:
+    """``"an integer"``, ``"a string"``, ``"null"``: a type name as a sentence reads it."""
+    article = _ARTICLES.get(json_type, "a")
+    return f"{article} {json_type}" if article else json_type
+
+
+def first_schema_problem(schema: Mapping[str, Any], arguments: object) -> str | None:
+    """``None`` if ``arguments`` pass the top-level checks of ``schema``, else one line.
+
+    The checks are the walker's, kept to what a model gets wrong and can fix from one
+    line: the arguments are an object, every ``required`` field is present, and each
+    declared top-level field has one of its schema's JSON types. Field names come from
+    the schema or the model; values never appear in the text.
+    """
+    if not isinstance(arguments, Mapping):
+        return f"Invalid arguments: expected a JSON object, not {_a(json_type_name(arguments))}"
+    declared = _resolve(schema, schema).get("properties")
+    declared = declared if isinstance(declared, Mapping) else {}
+    top = [f for f in _walk(schema, arguments, (), schema) if len(f.path) == 1]
+    missing = [str(f.path[0]) for f in top if f.kind == "missing"]
+    if len(missing) == 1:
+        return f"Missing required argument: {missing[0]}"
+    if missing:
+        return f"Missing required arguments: {', '.join(missing)}"
+    for finding in top:
+        name = str(finding.path[0])
+        if finding.kind == "type" and name in declared:
+            expected = " or ".join(_a(t) for t in finding.expected)
+            return f"Invalid argument type: {name} should be {expected}, not {_a(finding.actual)}"
+    return None
 
 
 def check_arguments(

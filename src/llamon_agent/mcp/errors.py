@@ -18,8 +18,10 @@ The three raised while calling a tool carry ``__llamon_escalate__ = True``: a to
 that turns a tool's exceptions into observations must let these through (they
 end the request, classified, instead of going back to the model).
 
-``to_dict()`` (what ``FailureRecord.from_exception`` reads) carries the same ``reason``,
-``error_code`` and ``retryable`` as the classification, not the snake_case type name.
+Each carries its classification itself (class keywords, or ``carried`` when it depends
+on the original failure), so the one table and ``to_dict()`` (what
+``FailureRecord.from_exception`` reads) give the same ``reason``, ``error_code`` and
+``retryable``, not the snake_case type name.
 
 Each is raised ``from`` the original exception, which stays in the process (logs,
 ``__cause__``); only the short message below and the allow-listed details (``tool``,
@@ -31,10 +33,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from llamon_agent.core.classify import Classification, classify_exception, register_exception
-from llamon_agent.core.codes import ErrorCode
+from llamon_agent.core.classify import classify_exception
+from llamon_agent.core.codes import ErrorCode, ErrorRule
 from llamon_agent.exceptions import ComponentInvokeError, ComponentLoadError, LlamonError
-from llamon_agent.mcp.transport import classify_mcp_failure
 
 __all__ = [
     "MCPLoadError",
@@ -42,12 +43,6 @@ __all__ = [
     "MCPToolTimeoutError",
     "MCPToolUnavailableError",
 ]
-
-
-def _classified(exc: LlamonError, envelope: dict[str, object]) -> dict[str, object]:
-    found = classify_exception(exc)
-    envelope.update(reason=found.reason, error_code=found.code.value, retryable=found.retriable)
-    return envelope
 
 
 class MCPToolUnavailableError(ComponentInvokeError):
@@ -64,9 +59,10 @@ class MCPToolUnavailableError(ComponentInvokeError):
         super().__init__(message, **details)
         self.reason = reason
 
-    def to_dict(self) -> dict[str, object]:
-        """The envelope, with the original failure's reason."""
-        return _classified(self, super().to_dict())
+    @property
+    def carried(self) -> ErrorRule:
+        """``UPSTREAM_UNAVAILABLE``, the original failure's reason, retriable."""
+        return ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, self.reason, True)
 
 
 class MCPToolTimeoutError(
@@ -80,10 +76,6 @@ class MCPToolTimeoutError(
     """
 
     __llamon_escalate__: ClassVar[bool] = True
-
-    def to_dict(self) -> dict[str, object]:
-        """The envelope, reason ``timeout``."""
-        return _classified(self, super().to_dict())
 
 
 class MCPProtocolError(
@@ -104,10 +96,6 @@ class MCPProtocolError(
         super().__init__(message, mcp_code=mcp_code, **details)
         self.mcp_code = mcp_code
 
-    def to_dict(self) -> dict[str, object]:
-        """The envelope, reason ``mcp_error``."""
-        return _classified(self, super().to_dict())
-
 
 class MCPLoadError(ComponentLoadError):
     """The tools of an MCP server could not be loaded (connect, handshake or ``tools/list``).
@@ -120,7 +108,7 @@ class MCPLoadError(ComponentLoadError):
 
     def __init__(self, message: str, /, *, cause: BaseException, **details: object) -> None:
         super().__init__(message, **details)
-        found = classify_mcp_failure(cause)
+        found = classify_exception(cause)
         if found.mapped:
             self.code, self.reason, self.retriable = found.code, found.reason, found.retriable
         else:
@@ -130,24 +118,7 @@ class MCPLoadError(ComponentLoadError):
                 False,
             )
 
-    def to_dict(self) -> dict[str, object]:
-        """The envelope, classified like the cause."""
-        return _classified(self, super().to_dict())
-
-
-def _unavailable_rule(exc: BaseException) -> Classification | None:
-    if not isinstance(exc, MCPToolUnavailableError):
-        return None
-    return Classification(ErrorCode.UPSTREAM_UNAVAILABLE, exc.reason, True, exc)
-
-
-def _load_rule(exc: BaseException) -> Classification | None:
-    if not isinstance(exc, MCPLoadError):
-        return None
-    return Classification(exc.code, exc.reason, exc.retriable, exc)
-
-
-# These two take their reason (and, for a load, code and retriable) from the original
-# failure, so they are rows of the table (content-dependent rules) rather than class keywords.
-register_exception(MCPToolUnavailableError, rule=_unavailable_rule)
-register_exception(MCPLoadError, rule=_load_rule)
+    @property
+    def carried(self) -> ErrorRule:
+        """Classified like the cause (see the class docstring)."""
+        return ErrorRule(self.code, self.reason, self.retriable)

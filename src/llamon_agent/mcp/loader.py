@@ -35,6 +35,7 @@ from typing import Any, Final, TypeAlias
 from urllib.parse import urlsplit
 
 from llamon_agent._extras import requires_extra
+from llamon_agent.core.classify import classify_exception
 from llamon_agent.core.codes import ErrorCode
 from llamon_agent.mcp.config import MCPConfigError, MCPServerConfig, load_mcp_config
 from llamon_agent.mcp.errors import MCPLoadError
@@ -45,7 +46,7 @@ from llamon_agent.mcp.normalizer import (
     ToolCaller,
     wrap_tool_output_normalizer,
 )
-from llamon_agent.mcp.transport import classify_mcp_failure, is_session_lost
+from llamon_agent.mcp.transport import is_session_lost
 
 with requires_extra("mcp", "llamon_agent.mcp"):
     from mcp.client._transport import Transport, TransportStreams
@@ -224,7 +225,7 @@ class MCPSession:
             _, client = await self._client()
             listed = await self._list(client)
         except Exception as exc:
-            found = classify_mcp_failure(exc)
+            found = classify_exception(exc)
             raise MCPLoadError(
                 f"Could not load tools from MCP server '{self.loader.label}' ({found.reason}).",
                 cause=exc,
@@ -311,7 +312,7 @@ class MCPSession:
         try:
             return await client.call_tool(name, arguments)
         except Exception as exc:
-            found = classify_mcp_failure(exc)
+            found = classify_exception(exc)
             if found.code is ErrorCode.UPSTREAM_UNAVAILABLE and found.retriable:
                 connection.stale = True
             raise

@@ -43,13 +43,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from llamon_agent._extras import requires_extra
-from llamon_agent.core.classify import Classification
+from llamon_agent.core.classify import Classification, classify_exception
 from llamon_agent.core.codes import ErrorCode
 from llamon_agent.core.scrub import scrub_text
 from llamon_agent.loop.result import ToolResult
-from llamon_agent.mcp.arguments import check_arguments
+from llamon_agent.loop.validation import first_schema_problem
 from llamon_agent.mcp.errors import MCPProtocolError, MCPToolTimeoutError, MCPToolUnavailableError
-from llamon_agent.mcp.transport import classify_mcp_failure, is_transport_failure
+from llamon_agent.mcp.transport import is_transport_failure
 
 with requires_extra("mcp", "llamon_agent.mcp"):
     from mcp.shared.exceptions import MCPError
@@ -254,13 +254,13 @@ class MCPTool:
     async def call(self, arguments: dict[str, Any]) -> McpToolOutput:
         """Call the tool; failures become observations or one escalated exception
         (see the module docstring)."""
-        problem = check_arguments(self.parameters, arguments)
+        problem = first_schema_problem(self.parameters, arguments)
         if problem is not None:
             return McpToolOutput.failure(problem, "invalid_arguments")
         try:
             result = await self._call(dict(arguments))
         except Exception as exc:
-            found = classify_mcp_failure(exc)
+            found = classify_exception(exc)
             if is_transport_failure(found):
                 return self._transport_failure(exc, found)
             refusal = found.exception

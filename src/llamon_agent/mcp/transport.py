@@ -1,13 +1,15 @@
 """Which failures of an MCP call are the transport's (counted, maybe retried) and which
 are answers (shown to the model, or escalated at once).
 
-``classify_mcp_failure`` is ``core.classify.classify_exception`` (the one table also knows
-what mcp 2.3.0 reports as JSON-RPC errors although no server author chose them: a lost
-HTTP session, an HTTP error status without a JSON-RPC body). ``is_transport_failure``
-draws the line.
+An MCP call's failure is classified by ``core.classify.classify_exception`` (the one table
+also knows what mcp 2.3.0 reports as JSON-RPC errors although no server author chose them:
+a lost HTTP session, an HTTP error status without a JSON-RPC body);
+``is_transport_failure`` draws the line.
 """
 
 from __future__ import annotations
+
+from typing import Final
 
 from llamon_agent._extras import requires_extra
 from llamon_agent.core.classify import Classification, classify_exception
@@ -25,10 +27,8 @@ def is_session_lost(exc: BaseException) -> bool:
     return isinstance(exc, MCPError) and classify_exception(exc).reason == "session_lost"
 
 
-def classify_mcp_failure(exc: BaseException) -> Classification:
-    """How an MCP call's failure is classified: ``core.classify.classify_exception``, whose
-    table knows mcp 2.3.0's made-up errors too (``session_lost``, ``http_error``)."""
-    return classify_exception(exc)
+classify_mcp_failure: Final = classify_exception
+"""``core.classify.classify_exception`` under the name this package exported first."""
 
 
 def is_transport_failure(classification: Classification) -> bool:

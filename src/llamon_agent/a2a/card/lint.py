@@ -24,6 +24,7 @@ from a2a.types import (
 from pydantic import ValidationError
 
 from llamon_agent.a2a.card.build import PROTOCOL_VERSION
+from llamon_agent.core.validation_errors import format_validation_error
 
 __all__ = [
     "CARD_RULES",
@@ -367,16 +368,10 @@ def _lint_model(card: AgentCard, protocol_version: object) -> list[CardFinding]:
     ]
 
 
-def _loc(loc: tuple[int | str, ...]) -> str:
-    path = ""
-    for part in loc:
-        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
-    return path or "$"
-
-
 def _invalid(exc: ValidationError) -> CardFinding:
-    problems = dict.fromkeys(f"{_loc(error['loc'])}: {error['msg']}" for error in exc.errors())
-    return _finding("invalid_card", "$", "not a valid A2A AgentCard: " + "; ".join(problems))
+    return _finding(
+        "invalid_card", "$", "not a valid A2A AgentCard: " + format_validation_error(exc)
+    )
 
 
 def lint_agent_card(card: AgentCard | Mapping[str, Any]) -> list[CardFinding]:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -40,7 +39,8 @@ import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_exponential, wait_random
 
-from llamon_agent.core.classify import classify_exception, mark_retried, parse_retry_after_ms
+from llamon_agent.core.classify import classify_exception, mark_retried
+from llamon_agent.core.retry_after import read_retry_after_ms
 
 __all__ = [
     "DEFAULT_INITIAL_WAIT",
@@ -143,17 +143,12 @@ class RetryPolicy:
 
 
 def retry_after_seconds(headers: httpx.Headers) -> float | None:
-    """``retry-after-ms``, else ``Retry-After`` (seconds or HTTP date), as seconds >= 0."""
-    raw_ms = headers.get("retry-after-ms")
-    if raw_ms is not None:
-        try:
-            millis = float(raw_ms)
-        except ValueError:
-            millis = math.nan
-        if math.isfinite(millis):
-            return max(0.0, millis / 1000)
-    parsed = parse_retry_after_ms(headers.get("retry-after"))
-    return None if parsed is None else parsed / 1000
+    """``retry-after-ms``, else ``Retry-After`` (seconds or HTTP date), as seconds >= 0.
+
+    Read by ``core.retry_after`` (the one reader the classification uses too).
+    """
+    millis = read_retry_after_ms(headers)
+    return None if millis is None else millis / 1000
 
 
 async def call_with_retries(
