@@ -35,7 +35,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, assert_never
 
 from typing_extensions import TypedDict  # pydantic's JSON schema (Python < 3.12)
 
@@ -102,7 +102,7 @@ def message_to_dict(message: ChatMessage) -> dict[str, Any]:
         }
     if isinstance(message, SystemMessage | UserMessage):
         return {"role": message.role, "content": message.content}
-    raise TypeError(f"not a ChatMessage: {type(message).__name__}")
+    assert_never(message)
 
 
 def message_from_dict(data: Mapping[str, Any]) -> ChatMessage:

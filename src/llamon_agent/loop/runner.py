@@ -36,7 +36,7 @@ run again.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Final
 
 from llamon_agent.core.classify import Classification, classify_exception
@@ -153,8 +153,9 @@ class _Run:
             if isinstance(amount, int):
                 self.usage[key] = self.usage.get(key, 0) + amount
 
-    async def _emit(self, type_: str, stage: str, metadata: dict[str, object]) -> None:
-        await self.events.emit(type_, stage, round_number=self.rounds, metadata=metadata)
+    def _emit(self, type_: str, stage: str, metadata: dict[str, object]) -> Awaitable[None]:
+        """A run-level event of the current round (await it)."""
+        return self.events.emit(type_, stage, round_number=self.rounds, metadata=metadata)
 
     async def _invalid_response(self, message: str, evidence: dict[str, object]) -> LoopOutcome:
         record = FailureRecord.of(
