@@ -63,6 +63,18 @@ DEFAULT_MAX_ROUNDS: Final = 8
 class _Run:
     """The state of one ``run_loop`` call: the transcript, the model's counts, the rounds."""
 
+    __slots__ = (
+        "dispatcher",
+        "events",
+        "max_rounds",
+        "model",
+        "model_retries",
+        "rounds",
+        "specs",
+        "transcript",
+        "usage",
+    )
+
     def __init__(
         self,
         model: Model,
@@ -82,6 +94,7 @@ class _Run:
         self.model_retries = 0
 
     async def run(self) -> LoopOutcome:
+        """Rounds until the model answers, a failure ends the run, or the rounds run out."""
         await self._emit(
             "run.started",
             Stage.TOOL_LOOP,
@@ -92,6 +105,9 @@ class _Run:
             ended = await self._round()
             if ended is not None:
                 return ended
+        return await self._out_of_rounds()
+
+    async def _out_of_rounds(self) -> LoopOutcome:
         results, failures = self.dispatcher.results, self.dispatcher.failures
         record = FailureRecord.of(
             "max_rounds_exceeded",
