@@ -149,13 +149,15 @@ class ToolDispatcher:
         ``ToolEscalation`` when the tool's ``call`` raised. Never raises (but for
         cancellation).
         """
-        await self.events.emit(
-            "step.started",
-            Stage.TOOL_LOOP,
-            round_number=round_number,
-            tool=call.name,
-            step_id=call.id,
-        )
+        observed = self.events.handler is not None  # (no event is built for no one)
+        if observed:
+            await self.events.emit(
+                "step.started",
+                Stage.TOOL_LOOP,
+                round_number=round_number,
+                tool=call.name,
+                step_id=call.id,
+            )
         result = await self._result(call, round_number)
         if isinstance(result, ToolEscalation):
             failed = ToolResult.failure(
@@ -166,23 +168,22 @@ class ToolDispatcher:
         invited_retry = result.is_error and result.error_code in RETRY_INVITING_REASONS
         self._previous = None if invited_retry else (call.name, call.arguments_json)
         self._results.append(ToolCallResult(call, result, round_number))
-        message = ToolMessage(
+        failed_record = result.record if result.is_error else None
+        if failed_record is not None:
+            self._failures.append(failed_record)
+        if observed:
+            await self._step_ended(call, failed_record, round_number)
+        return ToolMessage(
             tool_call_id=call.id,
             name=call.name,
             content=result.to_model_text(),
             is_error=result.is_error,
         )
-        if result.is_error and result.record is not None:
-            self._failures.append(result.record)
-            await self.events.emit(
-                "step.failed",
-                result.record.stage,
-                round_number=round_number,
-                tool=call.name,
-                step_id=call.id,
-                metadata=failure_metadata(result.record),
-            )
-        else:
+
+    async def _step_ended(
+        self, call: RawToolCall, failed: FailureRecord | None, round_number: int
+    ) -> None:
+        if failed is None:
             await self.events.emit(
                 "step.completed",
                 Stage.TOOL_LOOP,
@@ -190,7 +191,15 @@ class ToolDispatcher:
                 tool=call.name,
                 step_id=call.id,
             )
-        return message
+        else:
+            await self.events.emit(
+                "step.failed",
+                failed.stage,
+                round_number=round_number,
+                tool=call.name,
+                step_id=call.id,
+                metadata=failure_metadata(failed),
+            )
 
     # ---------------------------------------------------------------- the checks, in order
 

@@ -70,9 +70,10 @@ def failure_metadata(record: FailureRecord) -> dict[str, object]:
 class EventSink:
     """Where one run's ``LoopEvent``\\s go: ``emit`` stamps them with ``run_id``.
 
-    ``handler`` may be a plain or an ``async`` function, or None (events are dropped, at
-    no cost). A handler that raises is logged (warning, the exception's type only) and
-    ignored: ``emit`` never raises (but for cancellation).
+    ``handler`` may be a plain or an ``async`` function, or None: events are dropped (a
+    hot path tests ``handler is None`` and skips building them). A handler that raises
+    is logged (warning, the exception's type only) and ignored: ``emit`` never raises
+    (but for cancellation).
     """
 
     __slots__ = ("handler", "run_id")

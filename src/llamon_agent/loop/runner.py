@@ -69,6 +69,7 @@ class _Run:
         "max_rounds",
         "model",
         "model_retries",
+        "observed",
         "rounds",
         "specs",
         "transcript",
@@ -88,6 +89,7 @@ class _Run:
         self.transcript = transcript
         self.max_rounds = max_rounds
         self.events = EventSink(on_event, run_id=secrets.token_hex(6))
+        self.observed = on_event is not None  # (no event is built for no one)
         self.dispatcher = ToolDispatcher(tools, events=self.events)
         self.usage: dict[str, int] = {}
         self.rounds = 0
@@ -95,11 +97,12 @@ class _Run:
 
     async def run(self) -> LoopOutcome:
         """Rounds until the model answers, a failure ends the run, or the rounds run out."""
-        await self._emit(
-            "run.started",
-            Stage.TOOL_LOOP,
-            {"max_rounds": self.max_rounds, "tool_names": list(self.dispatcher.tools.names)},
-        )
+        if self.observed:
+            await self._emit(
+                "run.started",
+                Stage.TOOL_LOOP,
+                {"max_rounds": self.max_rounds, "tool_names": list(self.dispatcher.tools.names)},
+            )
         while self.rounds < self.max_rounds:
             self.rounds += 1
             ended = await self._round()
@@ -140,11 +143,12 @@ class _Run:
             )
         self._count(response)
         calls = tuple(response.tool_calls or ())
-        await self._emit(
-            "model.completed",
-            Stage.MODEL_CALL,
-            {"tool_call_count": len(calls), "retries_count": response.retries},
-        )
+        if self.observed:
+            await self._emit(
+                "model.completed",
+                Stage.MODEL_CALL,
+                {"tool_call_count": len(calls), "retries_count": response.retries},
+            )
         self.transcript.append(AssistantMessage(content=response.content, tool_calls=calls))
         if not calls:
             text = response.content if isinstance(response.content, str) else ""
@@ -188,11 +192,13 @@ class _Run:
         classification: Classification | None = None,
     ) -> LoopOutcome:
         failures = self.dispatcher.failures
-        if record is None:
-            await self._emit("run.completed", Stage.TOOL_LOOP, {"rounds": self.rounds})
-        else:
+        if record is not None:
             failures += (record,)
-            await self._emit("run.failed", record.stage, failure_metadata(record))
+        if self.observed:
+            if record is None:
+                await self._emit("run.completed", Stage.TOOL_LOOP, {"rounds": self.rounds})
+            else:
+                await self._emit("run.failed", record.stage, failure_metadata(record))
         return LoopOutcome(
             status=status,
             answer=answer,
