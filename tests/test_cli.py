@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -39,7 +40,9 @@ def test_errors_json_is_one_document() -> None:
     assert any(r["reason"] == "worker_lost" for r in model["reasons"])
 
 
-def test_errors_import_shows_registered_rows(tmp_path, monkeypatch) -> None:
+def test_errors_import_shows_registered_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "my_rules.py").write_text(
         "from llamon_agent.core.classify import register_exception\n"
         "from llamon_agent.core.codes import ErrorCode\n"
@@ -63,7 +66,9 @@ def test_errors_import_of_a_missing_module_is_a_clear_error() -> None:
     assert "no_such_module_xyz" in result.output
 
 
-def test_serve_refuses_a_key_for_a_card_without_auth(tmp_path, monkeypatch) -> None:
+def test_serve_refuses_a_key_for_a_card_without_auth(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from llamon_agent.demo import demo_agent_path
 
     path = demo_agent_path()
@@ -94,7 +99,9 @@ def test_serve_rejects_an_unknown_target() -> None:
         ),
     ],
 )
-def test_serve_memory_limits_are_checked(tmp_path, monkeypatch, options, expected) -> None:
+def test_serve_memory_limits_are_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: list[str], expected: str
+) -> None:
     from llamon_agent.demo import demo_agent_path
 
     monkeypatch.setenv("LLAMON_HOME", str(tmp_path))

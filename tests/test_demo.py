@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
@@ -9,7 +11,9 @@ from llamon_agent.cli import app
 from llamon_agent.demo import run_demo
 
 
-async def test_every_demo_scenario_answers_as_promised(tmp_path, monkeypatch) -> None:
+async def test_every_demo_scenario_answers_as_promised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("LLAMON_HOME", str(tmp_path))
     results = await run_demo(store="sqlite")
     assert [r.scenario.strip() for r in results] == [
@@ -32,7 +36,7 @@ def test_demo_rejects_an_unknown_store(store: str) -> None:
     assert "nosql" in result.output
 
 
-def test_card_lint_is_mounted(tmp_path) -> None:
+def test_card_lint_is_mounted(tmp_path: Path) -> None:
     card = tmp_path / "card.json"
     card.write_text("{}")
     result = CliRunner().invoke(app, ["card", "lint", str(card)])

@@ -1,4 +1,4 @@
-"""The exception hierarchy: every seed name, and docstrings that tell the truth."""
+"""The exception hierarchy: every public name, and docstrings that tell the truth."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from llamon_agent import exceptions
 from llamon_agent.core.classify import python_exc_to_error_code
 from llamon_agent.exceptions import GuardrailBlockedError, LlamonApplicationError, LlamonError
 
-SEED_NAMES = [
+PUBLIC_NAMES = [
     "ComponentInvokeError",
     "ComponentLoadError",
     "ConfigValidationError",
@@ -29,8 +29,8 @@ SEED_NAMES = [
 CLASSES = [getattr(exceptions, name) for name in exceptions.__all__]
 
 
-@pytest.mark.parametrize("name", SEED_NAMES)
-def test_seed_name_is_a_llamon_error(name: str) -> None:
+@pytest.mark.parametrize("name", PUBLIC_NAMES)
+def test_public_name_is_a_llamon_error(name: str) -> None:
     assert issubclass(getattr(exceptions, name), LlamonError)
 
 

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from a2a.types import TaskState
+from starlette.applications import Starlette
 
 from tests._support.a2a_server import a2a_client, running_server, send, texts, user_message
 
@@ -24,7 +25,9 @@ async def test_serve_example_answers_over_http() -> None:
     block = next(b for b in BLOCKS if "create_app(agent, card)" in b)
     namespace: dict[str, object] = {}
     exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102
-    async with running_server(namespace["app"]) as url, a2a_client(url) as client:  # type: ignore[arg-type]
+    app = namespace["app"]
+    assert isinstance(app, Starlette)
+    async with running_server(app) as url, a2a_client(url) as client:
         task = await send(client, user_message("hi"))
     assert task.status.state == TaskState.completed
     assert texts(task) == ["You said hi"]

@@ -106,13 +106,13 @@ def build(carrier: str, text: str) -> BaseException:
     if carrier == "args":
         return ConnectionError("lookup failed", text, {"detail": text})
     if carrier == "cause":
-        outer = ComponentInvokeError("lookup failed")
-        outer.__cause__ = RuntimeError(f"driver said {text}")
-        return outer
+        caused = ComponentInvokeError("lookup failed")
+        caused.__cause__ = RuntimeError(f"driver said {text}")
+        return caused
     if carrier == "context":
-        outer = RuntimeError("cleanup failed")
-        outer.__context__ = ConnectionError(f"peer said {text}")
-        return outer
+        cleanup = RuntimeError("cleanup failed")
+        cleanup.__context__ = ConnectionError(f"peer said {text}")
+        return cleanup
     if carrier == "note":
         exc = ConnectionError("upstream closed")
         exc.add_note(f"while sending {text}")

@@ -9,6 +9,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -59,8 +60,11 @@ async def llamon_serve(
             await asyncio.wait_for(process.wait(), 20)
 
 
-async def rpc(http: httpx.AsyncClient, url: str, method: str, params: dict) -> dict:
+async def rpc(
+    http: httpx.AsyncClient, url: str, method: str, params: dict[str, Any]
+) -> dict[str, Any]:
     """One JSON-RPC call; the decoded response."""
     body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
     response = await http.post(url, json=body)
-    return response.json()
+    reply: dict[str, Any] = response.json()
+    return reply

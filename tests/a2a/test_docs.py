@@ -12,6 +12,7 @@ from a2a.types import DataPart, TaskArtifactUpdateEvent, TaskState, TaskStatusUp
 
 from llamon_agent.a2a.server import create_app
 from tests._support.a2a_server import a2a_client, make_card, running_server, stream, user_message
+from tests._support.parts import message_of, texts_of
 
 DOC = (Path(__file__).parents[2] / "docs" / "a2a-server.md").read_text(encoding="utf-8")
 BLOCKS = re.findall(r"```python\n(.*?)```", DOC, flags=re.DOTALL)
@@ -37,11 +38,11 @@ async def test_the_guardrail_hold_back_example_streams_only_checked_text() -> No
         events = await stream(client, user_message("Who wrote the first program?"))
     updates = [update for _, update in events if update is not None]
     progress = [u for u in updates if isinstance(u, TaskStatusUpdateEvent) and u.status.message]
-    assert [p.root.text for u in progress for p in u.status.message.parts] == [
+    assert [text for u in progress for text in texts_of(message_of(u.status.message).parts)] == [
         "Searching 3 sources…"
     ]
     chunks = [
-        (u.append, u.last_chunk, [p.root.text for p in u.artifact.parts])
+        (u.append, u.last_chunk, texts_of(u.artifact.parts))
         for u in updates
         if isinstance(u, TaskArtifactUpdateEvent)
     ]

@@ -4,7 +4,9 @@ invariant when the event queue itself fails."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
+import pytest
 from a2a.server.agent_execution import RequestContext
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event, EventQueue
@@ -18,6 +20,7 @@ from a2a.types import (
     Task,
     TaskArtifactUpdateEvent,
     TaskState,
+    TaskStatus,
     TaskStatusUpdateEvent,
     TextPart,
 )
@@ -27,9 +30,10 @@ from llamon_agent.a2a.executor import CustomAgentExecutor
 from llamon_agent.core.hitl import HITLInterrupt
 from llamon_agent.exceptions import ComponentInvokeError
 from llamon_agent.testing import stub_executor_run
+from tests._support.parts import data_of
 
 
-def _failed_data(events: list[Event]) -> dict:
+def _failed_data(events: list[Event]) -> dict[str, Any]:
     failed = next(
         e
         for e in events
@@ -66,7 +70,7 @@ async def test_flow_context_hook_fills_node_flow_and_artifacts() -> None:
     assert data["flow"] == {"completedNodes": ["fetch_subject"]}
     artifacts = [e for e in events if isinstance(e, TaskArtifactUpdateEvent)]
     assert [a.artifact.name for a in artifacts] == ["fetch_subject"]
-    assert artifacts[0].artifact.parts[0].root.data == {"subject": "math"}
+    assert data_of(artifacts[0].artifact.parts[0]) == {"subject": "math"}
     failed_index = next(
         i
         for i, e in enumerate(events)
@@ -114,7 +118,7 @@ async def test_the_terminal_state_reaches_the_store_when_the_queue_fails() -> No
     task = Task(
         id=str(context.task_id),
         context_id=str(context.context_id),
-        status={"state": "working"},  # type: ignore[arg-type]
+        status=TaskStatus(state=TaskState.working),
     )
     await store.save(task)
 
@@ -130,7 +134,9 @@ async def test_the_terminal_state_reaches_the_store_when_the_queue_fails() -> No
     assert data["errorCode"] == "UPSTREAM_UNAVAILABLE"
 
 
-async def test_each_failure_is_logged_once_as_a_scrubbed_record(caplog) -> None:
+async def test_each_failure_is_logged_once_as_a_scrubbed_record(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     import json
     import logging
 

@@ -178,6 +178,7 @@ def _send_params() -> dict[str, Any]:
     return {"message": message("x").model_dump(mode="json", by_alias=True, exclude_none=True)}
 
 
+@pytest.mark.reason("database_unavailable")
 @pytest.mark.parametrize("method", ["message/send", "message/stream"])
 async def test_a_locked_task_database_is_a_retriable_protocol_error(method: str) -> None:
     app = create_app(Agent(), make_card(), task_store=FailingStore(_locked(), on="save"))

@@ -1,4 +1,4 @@
-"""The reason catalog covers every reason the seeds name and every static table reason."""
+"""The reason catalog covers every workflow and tool-loop reason and every static table reason."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from llamon_agent.core.catalog import ReasonSpec, reason_catalog, reason_spec, r
 from llamon_agent.core.classify import BUILTIN_RULES
 from llamon_agent.core.codes import ErrorCode, ErrorRule, Stage, snake_case
 
-SEED_004 = {
+WORKFLOW_REASONS = {
     "retrieve": ["no_candidates", "not_retrieved", "low_confidence"],
     "select_target": [
         "llm_target_mismatch",
@@ -39,7 +39,7 @@ SEED_004 = {
     "learn": ["scrub_failed", "promotion_rejected", "insufficient_repeated_success"],
     "service": ["uncaught_server_error"],
 }
-SEED_003 = [
+TOOL_LOOP_REASONS = [
     "unknown_tool",
     "invalid_arguments",
     "tool_error",
@@ -51,16 +51,16 @@ SEED_003 = [
 
 
 @pytest.mark.parametrize(
-    ("stage", "reason"), [(stage, r) for stage, rs in SEED_004.items() for r in rs]
+    ("stage", "reason"), [(stage, r) for stage, rs in WORKFLOW_REASONS.items() for r in rs]
 )
-def test_every_seed_004_reason_with_its_stage(stage: str, reason: str) -> None:
+def test_every_workflow_reason_with_its_stage(stage: str, reason: str) -> None:
     spec = reason_spec(reason)
     assert spec is not None
     assert spec.stage == stage
 
 
-@pytest.mark.parametrize("reason", SEED_003)
-def test_every_seed_003_reason(reason: str) -> None:
+@pytest.mark.parametrize("reason", TOOL_LOOP_REASONS)
+def test_every_tool_loop_reason(reason: str) -> None:
     assert reason_spec(reason) is not None
 
 

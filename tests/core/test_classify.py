@@ -7,6 +7,7 @@ import sqlite3
 import tempfile
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
+from typing import Any
 
 import httpx
 import httpx2
@@ -44,14 +45,18 @@ from llamon_agent.exceptions import (
 E = ErrorCode
 
 
-def _status_error(module: type[httpx.HTTPStatusError] | type, status: int, **headers: str):
+def _status_error(
+    module: type[httpx.HTTPStatusError] | type, status: int, **headers: str
+) -> BaseException:
     lib = httpx if module is httpx.HTTPStatusError else httpx2
     request = lib.Request("GET", "https://api.example.test/v1/items")
     response = lib.Response(status, headers=headers, request=request)
-    return module(f"status {status}", request=request, response=response)
+    error = module(f"status {status}", request=request, response=response)
+    assert isinstance(error, BaseException)
+    return error
 
 
-SEED_ROWS = [
+TABLE_ROWS = [
     (GuardrailBlockedError("blocked"), E.GUARDRAIL_BLOCKED, "guardrail_blocked_error", False),
     (MissingAPIKeyError("no key"), E.AUTH_REQUIRED, "missing_api_key_error", False),
     (RegistryUnauthorizedError("401"), E.AUTH_REQUIRED, "registry_unauthorized_error", False),
@@ -82,12 +87,30 @@ SEED_ROWS = [
 ]
 
 
+@pytest.mark.reason(
+    "guardrail_blocked_error",
+    "missing_api_key_error",
+    "registry_unauthorized_error",
+    "config_validation_error",
+    "missing_field_error",
+    "registry_not_found_error",
+    "registry_timeout_error",
+    "timeout",
+    "component_invoke_error",
+    "component_load_error",
+    "network_error",
+    "max_tool_iterations_exceeded",
+    "max_iteration_error",
+    "merge_strategy_error",
+    "routing_error",
+    "a2a_protocol_error",
+)
 @pytest.mark.parametrize(
     ("exc", "code", "reason", "retriable"),
-    SEED_ROWS,
-    ids=[type(row[0]).__name__ for row in SEED_ROWS],
+    TABLE_ROWS,
+    ids=[type(row[0]).__name__ for row in TABLE_ROWS],
 )
-def test_seed_table_row(exc: BaseException, code: ErrorCode, reason: str, retriable: bool) -> None:
+def test_table_row(exc: BaseException, code: ErrorCode, reason: str, retriable: bool) -> None:
     assert python_exc_to_error_code(exc) == (code, reason, retriable)
 
 
@@ -113,6 +136,9 @@ def test_subclass_keeps_code_and_gets_its_own_reason() -> None:
     )
 
 
+@pytest.mark.reason(
+    "rate_limited", "auth_failed", "http_not_found", "timeout", "http_4xx", "http_5xx"
+)
 @pytest.mark.parametrize("status_error", [httpx.HTTPStatusError, httpx2.HTTPStatusError])
 @pytest.mark.parametrize(
     ("status", "code", "reason", "retriable"),
@@ -178,6 +204,9 @@ def test_retry_after_date_in_the_past_is_zero() -> None:
     assert parse_retry_after_ms("Sun, 01 Nov 2026 00:00:00 GMT", now=now) == 0
 
 
+@pytest.mark.reason(
+    "network_error", "timeout", "connection_closed", "mcp_error", "session_lost", "http_error"
+)
 @pytest.mark.parametrize(
     ("exc", "code", "reason", "retriable"),
     [
@@ -341,7 +370,9 @@ def test_overriding_a_builtin_row_and_restoring_it() -> None:
         ((ValueError, "NOT_A_CODE"), {}, ValueError),
     ],
 )
-def test_register_rejects_bad_input(args: tuple, kwargs: dict, error: type[Exception]) -> None:
+def test_register_rejects_bad_input(
+    args: tuple[Any, ...], kwargs: dict[str, Any], error: type[Exception]
+) -> None:
     with pytest.raises(error):
         register_exception(*args, **kwargs)
 
@@ -366,9 +397,11 @@ def _sdk_error(module: str, status: int, **headers: str) -> BaseException:
     response = httpx2.Response(status, headers=headers, request=request)
     error_type = {429: "RateLimitError", 401: "AuthenticationError", 500: "InternalServerError"}
     cls = getattr(sdk, error_type[status])
-    return cls(
+    error = cls(
         "Incorrect API key provided: sk-abcdefghijklmnopqrstuvwx", response=response, body=None
     )
+    assert isinstance(error, BaseException)
+    return error
 
 
 @pytest.mark.parametrize("module", ["openai", "anthropic"])
@@ -412,14 +445,19 @@ def _locked_sqlite_error() -> sqlite3.OperationalError:
     raise AssertionError("the second writer was not refused")
 
 
+@pytest.mark.reason("database_unavailable")
 def test_a_locked_sqlite_database_is_a_retriable_database_failure_with_text_withheld() -> None:
     found = classify_exception(_locked_sqlite_error())
     assert found.as_tuple() == (ErrorCode.UPSTREAM_UNAVAILABLE, "database_unavailable", True)
     assert found.expose_text is False
 
 
+@pytest.mark.reason("database_unavailable")
 def test_a_database_that_does_not_answer_is_database_unavailable() -> None:
-    from asyncpg.exceptions import CannotConnectNowError, UniqueViolationError
+    from asyncpg.exceptions import (  # type: ignore[import-untyped]
+        CannotConnectNowError,
+        UniqueViolationError,
+    )
     from sqlalchemy.exc import DBAPIError
 
     host = "db.internal.example:5432"

@@ -198,6 +198,7 @@ def test_a2a_client_network_failure_is_a_network_error() -> None:
     assert classify_exception(exc).as_tuple() == (E.UPSTREAM_UNAVAILABLE, "network_error", True)
 
 
+@pytest.mark.reason("timeout", "a2a_invalid_response")
 def test_a2a_client_timeout_and_bad_json() -> None:
     assert classify_exception(A2AClientTimeoutError("Client Request timed out")).as_tuple() == (
         E.UPSTREAM_TIMEOUT,
@@ -215,6 +216,7 @@ def _jsonrpc(error: Any) -> A2AClientJSONRPCError:
     return A2AClientJSONRPCError(JSONRPCErrorResponse(id=1, error=error))
 
 
+@pytest.mark.reason("a2a_upstream_error", "a2a_task_not_found", "a2a_request_rejected")
 @pytest.mark.parametrize(
     ("error", "code", "reason", "retriable"),
     [
@@ -224,13 +226,16 @@ def _jsonrpc(error: Any) -> A2AClientJSONRPCError:
     ],
 )
 def test_a2a_client_jsonrpc_errors_by_code(
-    error: object, code: ErrorCode, reason: str, retriable: bool
+    error: InternalError | TaskNotFoundError | InvalidParamsError,
+    code: ErrorCode,
+    reason: str,
+    retriable: bool,
 ) -> None:
     exc = _jsonrpc(error)
     found = classify_exception(exc)
     assert (found.code, found.reason, found.retriable) == (code, reason, retriable)
     data = error_data_for_exception(exc).to_wire()
-    expected_code = error.code  # type: ignore[attr-defined]
+    expected_code = error.code
     assert data["errorMessage"] == f"The called agent answered JSON-RPC error {expected_code}."
 
 

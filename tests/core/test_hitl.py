@@ -1,4 +1,4 @@
-"""HITLInterrupt is a value, as seed 000 shows it."""
+"""HITLInterrupt is a value, as the documented example shows it."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ async def ask_birthday(state: dict[str, object]) -> HITLInterrupt | None:
     return None
 
 
-async def test_seed_example_returns_an_input_required_interrupt() -> None:
+async def test_the_documented_example_returns_an_input_required_interrupt() -> None:
     interrupt = await ask_birthday({"thread_id": "t-1"})
     assert interrupt == HITLInterrupt(
         payload={"question": "생년월일을 알려주세요."}, thread_id="t-1"

@@ -175,7 +175,7 @@ def test_innocent_evidence_survives_a_record(evidence: dict[str, object]) -> Non
         assert record.evidence[key] == value
 
 
-def test_the_seed_004_innocent_fields_survive() -> None:
+def test_a_workflows_innocent_fields_survive() -> None:
     evidence = {
         "input_tokens": 1234,
         "session_id_hash": "9f86d081884c7d65",

@@ -7,6 +7,7 @@ import asyncio
 import signal
 import uuid
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -23,7 +24,7 @@ async def _wait_for_working(http: httpx.AsyncClient, url: str, task_id: str) -> 
             pass
 
 
-def _start_hanging_task() -> dict:
+def _start_hanging_task() -> dict[str, Any]:
     """message/send params: the demo agent's ``hang`` command, non-blocking."""
     return {
         "message": {
@@ -36,6 +37,7 @@ def _start_hanging_task() -> dict:
     }
 
 
+@pytest.mark.reason("worker_lost")
 async def test_killed_worker_task_ends_failed_worker_lost(tmp_path: Path) -> None:
     async with httpx.AsyncClient(timeout=10) as http:
         async with llamon_serve(tmp_path) as (process, url):
@@ -57,6 +59,7 @@ async def test_killed_worker_task_ends_failed_worker_lost(tmp_path: Path) -> Non
     )
 
 
+@pytest.mark.reason("worker_shutdown")
 @pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
 async def test_graceful_stop_ends_running_tasks(tmp_path: Path, signal_name: str) -> None:
     """A stopped server ends its running tasks failed / worker_shutdown, not working."""

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from tests._support.serve import llamon_serve, rpc
 
 
-def _message(text: str) -> dict:
+def _message(text: str) -> dict[str, Any]:
     return {
         "message": {
             "role": "user",

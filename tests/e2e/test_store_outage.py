@@ -105,6 +105,7 @@ def _error(answers: list[dict[str, Any]]) -> dict[str, Any]:
     return error
 
 
+@pytest.mark.reason("database_unavailable")
 async def test_postgres_down_then_back_the_server_keeps_serving_and_ends_the_task() -> None:
     async with own_postgres() as pg:
         stores = await open_stores("postgres", dsn=pg.dsn)
@@ -147,6 +148,7 @@ async def test_postgres_down_then_back_the_server_keeps_serving_and_ends_the_tas
             await stores.close()
 
 
+@pytest.mark.reason("database_unavailable")
 async def test_requests_while_postgres_is_down_get_a_retriable_error_quickly() -> None:
     async with own_postgres() as pg:
         stores = await open_stores("postgres", dsn=pg.dsn)

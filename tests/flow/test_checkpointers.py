@@ -7,22 +7,26 @@ from pathlib import Path
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.pregel import Pregel
 
 from llamon_agent import END, START, GraphBuilder
 from llamon_agent.a2a.serve import ServeOptions, serve_agent
 from llamon_agent.flow.checkpointers import attach_checkpointer, open_checkpointer
 from tests._support.a2a_server import a2a_client, error_data, make_card, send, user_message
 from tests._support.stores import postgres_schema
-from tests.e2e.flow.test_flow_e2e import seed_flow
+from tests.e2e.flow.test_flow_e2e import example_flow
 
 
 def test_attach_only_when_missing() -> None:
     saver = InMemorySaver()
-    compiled = attach_checkpointer(seed_flow(), saver)
+    compiled = attach_checkpointer(example_flow(), saver)
+    assert isinstance(compiled, Pregel)
     assert compiled.checkpointer is saver
     own = InMemorySaver()
-    graph = seed_flow().compile(checkpointer=own)
-    assert attach_checkpointer(graph, saver).checkpointer is own
+    graph = example_flow().compile(checkpointer=own)
+    kept = attach_checkpointer(graph, saver)
+    assert isinstance(kept, Pregel)
+    assert kept.checkpointer is own
 
 
 async def test_open_each_kind(tmp_path: Path) -> None:
@@ -53,7 +57,7 @@ async def test_served_flow_checkpoints_in_llamon_home(
     shutdown = asyncio.Event()
     server = asyncio.create_task(
         serve_agent(
-            seed_flow(),
+            example_flow(),
             make_card(),
             ServeOptions(port=0, store="sqlite"),
             on_ready=ready.set_result,

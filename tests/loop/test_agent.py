@@ -96,6 +96,7 @@ async def test_max_rounds_exceeded_keeps_the_tool_results_then_raises(
     ]
 
 
+@pytest.mark.reason("invalid_model_response")
 async def test_invalid_model_response_is_retriable_upstream_unavailable(
     registry: ToolRegistry,
 ) -> None:

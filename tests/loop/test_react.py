@@ -105,6 +105,9 @@ async def test_unknown_tool_and_invalid_arguments_continue_as_observations(
     assert model.calls[2].messages[-1] == message_from_dict(invalid)
 
 
+@pytest.mark.reason(
+    "unknown_tool", "malformed_arguments", "invalid_arguments", "repeated_tool_call"
+)
 async def test_every_observation_reads_as_in_the_native_loop(registry: ToolRegistry) -> None:
     def script() -> ScriptedModel:
         return ScriptedModel(
@@ -126,7 +129,8 @@ async def test_every_observation_reads_as_in_the_native_loop(registry: ToolRegis
     expected = [m for m in native.transcript if isinstance(m, ToolMessage)]
     got = [message_from_dict(m) for m in _tool_messages(state)]
     assert got == expected
-    assert [m.content.split(":")[0] for m in got if m.is_error] == [
+    tool_messages = [m for m in got if isinstance(m, ToolMessage)]
+    assert [m.content.split(":")[0] for m in tool_messages if m.is_error] == [
         "unknown_tool",
         "malformed_arguments",
         "invalid_arguments",
@@ -245,6 +249,7 @@ async def test_served_over_http_answers_completed(registry: ToolRegistry) -> Non
     assert model.calls[0].messages == (UserMessage("20 + 22?"),)
 
 
+@pytest.mark.reason("max_tool_iterations_exceeded")
 async def test_served_a_model_that_loops_forever_fails_retriable(
     registry: ToolRegistry,
 ) -> None:

@@ -120,6 +120,7 @@ async def test_max_rounds_must_be_positive(registry: ToolRegistry, bad: Any) -> 
 # --------------------------------------------------------------------------- observations
 
 
+@pytest.mark.reason("unknown_tool")
 async def test_unknown_tool_is_an_observation_and_the_loop_continues(
     registry: ToolRegistry,
 ) -> None:
@@ -157,6 +158,7 @@ async def test_a_view_hides_tools_from_the_model_and_from_dispatch(
     assert calls.count("explode") == 0
 
 
+@pytest.mark.reason("malformed_arguments")
 @pytest.mark.parametrize(
     ("raw", "error_type", "shown"),
     [
@@ -195,6 +197,7 @@ async def test_empty_arguments_count_as_an_empty_object(registry: ToolRegistry) 
     assert outcome.failures[0].reason == "tool_error"  # it ran, with the default
 
 
+@pytest.mark.reason("invalid_arguments")
 async def test_invalid_arguments_names_the_field_and_the_loop_continues(
     registry: ToolRegistry, calls: Calls
 ) -> None:
@@ -237,6 +240,7 @@ async def test_invalid_arguments_lists_every_field(registry: ToolRegistry) -> No
     assert outcome.failures[0].evidence["field_names"] == ["b", "c"]
 
 
+@pytest.mark.reason("tool_error")
 async def test_tool_error_hides_unmapped_exception_text_behind_an_incident_id(
     registry: ToolRegistry, calls: Calls
 ) -> None:
@@ -276,6 +280,7 @@ async def test_tool_error_of_a_mapped_exception_shows_its_reason_and_text() -> N
     assert outcome.failures[0].evidence["cause_code"] == "UPSTREAM_UNAVAILABLE"
 
 
+@pytest.mark.reason("http_4xx")
 async def test_a_tool_raising_http_400_carries_the_tables_reason_and_status() -> None:
     async def create_order(sku: str) -> str:
         request = httpx.Request("POST", "https://orders.internal:8443/v2/orders")
@@ -329,6 +334,7 @@ async def test_a_returned_tool_failure_passes_through_as_an_observation(
     assert record.evidence == {"tool_call_id": "c6", "round": 1}
 
 
+@pytest.mark.reason("repeated_tool_call")
 async def test_repeated_tool_call_is_blocked_without_running_the_handler(
     registry: ToolRegistry, calls: Calls
 ) -> None:
@@ -403,6 +409,7 @@ async def test_a_call_repeated_after_another_call_runs_again(
 # --------------------------------------------------------------------------- terminal
 
 
+@pytest.mark.reason("invalid_model_response")
 @pytest.mark.parametrize("content", ["", "  \n\t", None])
 async def test_empty_model_response_ends_the_run_as_invalid_model_response(
     registry: ToolRegistry, content: str | None
@@ -432,6 +439,7 @@ async def test_a_response_that_is_not_a_model_response_is_invalid() -> None:
     assert outcome.failures[0].evidence["error_type"] == "dict"
 
 
+@pytest.mark.reason("max_rounds_exceeded")
 async def test_max_rounds_exceeded_ends_the_run_with_the_partial_results(
     registry: ToolRegistry, calls: Calls
 ) -> None:

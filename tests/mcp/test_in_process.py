@@ -50,7 +50,7 @@ async def test_lists_the_server_tools_once_with_their_schemas(server: MCPServer)
     assert session.closed
 
 
-async def test_seed_spelling_to_tools_and_aclose(server: MCPServer) -> None:
+async def test_the_documented_spelling_to_tools_and_aclose(server: MCPServer) -> None:
     loader = MCPToolLoader(server)
     tools = await loader.to_tools()
     assert [t.name for t in tools] == TOOLS
@@ -156,8 +156,9 @@ async def test_a_crash_is_an_observation_without_traceback_or_secret(
     assert any("raised an unexpected exception" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.reason("mcp_error")
 async def test_mcp_error_from_a_tool_escalates_at_once() -> None:
-    """Seed 001: MCPError means no model could have avoided it -> the host handles it."""
+    """MCPError means no model could have avoided it -> the host handles it."""
     server = build_test_server(read_only=True)
     async with MCPToolLoader(server).session() as tools:
         order = by_name(tools)["order_book"]
@@ -180,6 +181,7 @@ async def test_mcp_error_from_a_tool_escalates_at_once() -> None:
     )
 
 
+@pytest.mark.reason("upstream_tool_unavailable", "timeout")
 async def test_timeouts_twice_observed_then_timeout_error(server: MCPServer, probe: Probe) -> None:
     loader = MCPToolLoader(server, read_timeout_seconds=0.1)
     try:

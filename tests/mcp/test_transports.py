@@ -93,6 +93,7 @@ async def test_a_stopped_http_server_twice_observed_then_escalated(server: MCPSe
     )
 
 
+@pytest.mark.reason("upstream_tool_unavailable", "network_error")
 async def test_server_killed_mid_call_twice_observed_then_escalated() -> None:
     async with subprocess_http_server() as child, MCPToolLoader(child.url).session() as tools:
         waiting = child.expect(WAITING_LINE)
@@ -170,6 +171,7 @@ async def test_a_restarted_http_server_is_found_again_by_reconnecting() -> None:
         await stop(*running)
 
 
+@pytest.mark.reason("http_error")
 async def test_an_http_error_status_is_a_transport_failure(server: MCPServer) -> None:
     """mcp 2.3.0 turns an HTTP error status without a JSON-RPC body (a proxy's 503) into
     MCPError -32603 'Server returned an error response'; we count it as unavailable."""

@@ -354,7 +354,7 @@ def test_invalid_card_names_every_field_path_and_never_raises() -> None:
     assert [f.rule for f in lint_agent_card({})] == ["invalid_card"]
 
 
-def test_seed_bad_description_is_short_and_vague() -> None:
+def test_a_bad_description_is_short_and_vague() -> None:
     findings = lint_agent_card({**good_card(), "description": "데이터 관련 작업을 처리합니다"})
     assert [f.rule for f in findings] == ["description_too_short", "description_vague"]
     assert "'관련 작업'" in findings[1].message

@@ -21,6 +21,7 @@ def _failed() -> TaskStatus:
     return TaskStatus(state=TaskState.failed, message=message)
 
 
+@pytest.mark.reason("database_unavailable")
 async def test_an_outage_is_task_store_unavailable_and_other_failures_pass_unchanged() -> None:
     inner = FlakyStore()
     guard = GuardedTaskStore(inner)

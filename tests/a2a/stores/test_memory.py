@@ -38,6 +38,7 @@ from tests._support.a2a_server import (
     texts,
     user_message,
 )
+from tests._support.parts import text_of
 
 UNFINISHED = [
     TaskState.submitted,
@@ -147,7 +148,9 @@ async def test_a_finished_task_is_kept_as_a_snapshot() -> None:
     saved = task("a", TaskState.completed)
     saved.artifacts = [Artifact(artifact_id="r", parts=[Part(root=TextPart(text="report"))])]
     await tasks.save(saved)
-    saved.artifacts[0].parts[0].root.text = "changed after the save"
+    changed = saved.artifacts[0].parts[0].root
+    assert isinstance(changed, TextPart)
+    changed.text = "changed after the save"
 
     first, second = await tasks.get("a"), await tasks.get("a")
     assert first is not None
@@ -155,7 +158,7 @@ async def test_a_finished_task_is_kept_as_a_snapshot() -> None:
     assert first is not second  # each get parses its own copy
     assert first == second
     assert first.artifacts is not None
-    assert first.artifacts[0].parts[0].root.text == "report"
+    assert text_of(first.artifacts[0].parts[0]) == "report"
 
 
 async def test_an_empty_store_is_truthy() -> None:

@@ -71,6 +71,9 @@ _INTERNAL = {"error": {"code": -32603, "message": "Internal error"}}
 _NOT_FOUND = {"error": {"code": -32001, "message": "Task not found"}}
 
 
+@pytest.mark.reason(
+    "http_5xx", "rate_limited", "auth_failed", "a2a_upstream_error", "a2a_task_not_found"
+)
 @pytest.mark.parametrize(
     ("reply", "code", "reason", "retriable", "retry_after_ms"),
     [

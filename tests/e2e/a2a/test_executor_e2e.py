@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from typing import Any
+
 import httpx
 import pytest
 from a2a.client.errors import A2AClientJSONRPCError
@@ -12,7 +15,7 @@ from a2a.types import (
     TaskState,
 )
 
-from llamon_agent.a2a.agent import AgentContext, Completed
+from llamon_agent.a2a.agent import AgentContext, AgentOutput, Completed
 from llamon_agent.a2a.server import create_app
 from llamon_agent.a2a.stores import Stores
 from llamon_agent.core.errors import ErrorCode, raise_application_error
@@ -33,11 +36,12 @@ from tests._support.a2a_server import (
     texts,
     user_message,
 )
+from tests._support.parts import artifacts_of, data_of, message_of, text_of
 
 SECRET = "sk-live-ABCDEFGHIJKLMNOP1234567890"
 
 
-async def scripted(ctx: AgentContext):
+async def scripted(ctx: AgentContext) -> AgentOutput:
     if ctx.resumed:
         assert ctx.interrupt_payload == {"question": "생년월일을 알려주세요."}
         return f"born on {ctx.text}"
@@ -78,7 +82,7 @@ async def scripted(ctx: AgentContext):
 
 
 @pytest.fixture
-async def server(stores: Stores):
+async def server(stores: Stores) -> AsyncIterator[str]:
     """The scripted agent served on each store kind (memory, SQLite, PostgreSQL)."""
     app = create_app(
         scripted,
@@ -97,6 +101,13 @@ async def test_success(server: str) -> None:
     assert texts(task) == ["all good"]
 
 
+@pytest.mark.reason(
+    "component_invoke_error",
+    "missing_field_error",
+    "missing_api_key_error",
+    "registry_not_found_error",
+    "timeout",
+)
 @pytest.mark.parametrize(
     ("command", "code", "reason", "retriable"),
     [
@@ -117,10 +128,8 @@ async def test_application_level_failure(
     assert task.status.state == TaskState.failed
     data = error_data(task)
     assert (data["errorCode"], data["errorReason"], data["retriable"]) == (code, reason, retriable)
-    parts = task.status.message.parts
-    assert [p.root.text for p in parts if not isinstance(p.root, DataPart)] == [
-        data["errorMessage"]
-    ]
+    parts = message_of(task.status.message).parts
+    assert [text_of(p) for p in parts if not isinstance(p.root, DataPart)] == [data["errorMessage"]]
 
 
 async def test_rate_limited_carries_retry_after(server: str) -> None:
@@ -147,7 +156,7 @@ async def test_artifacts_kept_before_failed_and_on_tasks_get(server: str) -> Non
     for answer in (task, fetched):
         assert answer.status.state == TaskState.failed
         assert [a.name for a in answer.artifacts or []] == ["fetch_subject"]
-        assert answer.artifacts[0].parts[0].root.data == {"rows": [1, 2]}
+        assert data_of(artifacts_of(answer.artifacts)[0].parts[0]) == {"rows": [1, 2]}
         assert error_data(answer)["errorCode"] == "UPSTREAM_UNAVAILABLE"
 
 
@@ -167,8 +176,9 @@ async def test_completed_with_data_is_not_an_error(server: str) -> None:
     async with a2a_client(server) as client:
         task = await send(client, user_message("empty-result"))
     assert task.status.state == TaskState.completed
-    assert task.artifacts[0].name == "result"
-    datas = [p.root.data for p in task.artifacts[0].parts if isinstance(p.root, DataPart)]
+    result = artifacts_of(task.artifacts)[0]
+    assert result.name == "result"
+    datas = [p.root.data for p in result.parts if isinstance(p.root, DataPart)]
     assert datas == [{"results": [], "reason": "no_results"}]
 
 
@@ -185,11 +195,12 @@ async def test_input_required_and_resume(server: str) -> None:
     assert texts(second) == ["born on 1990-01-01"]
 
 
-async def _jsonrpc(url: str, method: str, params: dict) -> dict:
+async def _jsonrpc(url: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
     async with httpx.AsyncClient() as http:
         body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
         response = await http.post(url, json=body)
-    return response.json()
+    reply: dict[str, Any] = response.json()
+    return reply
 
 
 async def test_protocol_level_error_for_a_message_without_usable_parts(server: str) -> None:
@@ -198,6 +209,7 @@ async def test_protocol_level_error_for_a_message_without_usable_parts(server: s
             await send(client, user_message("   "))
     error = caught.value.error
     assert error.code == -32602
+    assert error.data is not None
     assert error.data["errorCode"] == "INVALID_INPUT"
     assert error.data["errorReason"] == "no_usable_part"
 
@@ -211,6 +223,7 @@ async def test_protocol_error_for_unsupported_input_mode(server: str) -> None:
         with pytest.raises(A2AClientJSONRPCError) as caught:
             await send(client, user_message(parts=[file_part]))
     assert caught.value.error.code == -32005
+    assert caught.value.error.data is not None
     assert caught.value.error.data["errorReason"] == "unsupported_input_mode"
 
 
@@ -251,6 +264,7 @@ async def test_protocol_error_for_a_payload_over_the_limit() -> None:
             await send(client, user_message("x" * 101))
     error = caught.value.error
     assert error.code == -32602
+    assert error.data is not None
     assert (error.data["errorCode"], error.data["errorReason"]) == (
         "INVALID_INPUT",
         "payload_too_large",

@@ -289,6 +289,7 @@ async def test_resume_racing_cancel_answers_both_requests(
     assert quick["result"]["status"]["state"] == "completed"
 
 
+@pytest.mark.reason("task_busy")
 async def test_two_resumes_at_once_one_runs_the_other_is_busy(
     served: tuple[str, GatedAgent, httpx.AsyncClient],
 ) -> None:

@@ -43,6 +43,7 @@ from tests._support.a2a_server import (
     texts,
     user_message,
 )
+from tests._support.parts import data_of
 
 TIMEOUT = 10
 
@@ -60,7 +61,7 @@ async def served(agent: object, stores: Stores | None = None) -> AsyncIterator[s
 
 
 def _values(parts: list[Part]) -> list[Any]:
-    return [p.root.text if isinstance(p.root, TextPart) else p.root.data for p in parts]
+    return [p.root.text if isinstance(p.root, TextPart) else data_of(p) for p in parts]
 
 
 def updates(events: list[Any]) -> list[Any]:

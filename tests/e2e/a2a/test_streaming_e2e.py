@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from a2a.types import (
@@ -28,6 +29,7 @@ from tests._support.a2a_server import (
     stream,
     user_message,
 )
+from tests._support.parts import artifacts_of, message_of, texts_of
 
 
 class StreamingAgent:
@@ -60,7 +62,7 @@ def agent() -> StreamingAgent:
 
 
 @pytest.fixture
-async def server(agent: StreamingAgent, stores: Stores):
+async def server(agent: StreamingAgent, stores: Stores) -> AsyncIterator[str]:
     """The streaming agent served on each store kind (memory, SQLite, PostgreSQL)."""
     app = create_app(
         agent, make_card(), task_store=stores.task_store, push_config_store=stores.push_config_store
@@ -69,11 +71,11 @@ async def server(agent: StreamingAgent, stores: Stores):
         yield url
 
 
-def _updates(events: list) -> list:
+def _updates(events: list[Any]) -> list[Any]:
     return [update for _, update in events if update is not None]
 
 
-def _chunk_texts(events: list) -> list[str]:
+def _chunk_texts(events: list[Any]) -> list[str]:
     """The text of each chunk event (not of the closing lastChunk event)."""
     return [
         part.root.text
@@ -105,13 +107,14 @@ async def test_stream_failing_midway(server: str, agent: StreamingAgent) -> None
     failed = [u for u in statuses if u.status.state == TaskState.failed]
     assert len(failed) == 1
     assert failed[0].final is True
-    data = [p.root.data for p in failed[0].status.message.parts if isinstance(p.root, DataPart)]
+    failed_parts = message_of(failed[0].status.message).parts
+    data = [p.root.data for p in failed_parts if isinstance(p.root, DataPart)]
     assert data[0]["errorCode"] == "UPSTREAM_UNAVAILABLE"
-    assert any(isinstance(p.root, TextPart) for p in failed[0].status.message.parts)
+    assert any(isinstance(p.root, TextPart) for p in failed_parts)
     assert agent.invokes == 0, "no fallback to invoke after the first chunk"
     assert fetched.status.state == TaskState.failed
-    assert len(fetched.artifacts) == 1, "no duplicate artifact"
-    assert "".join(p.root.text for p in fetched.artifacts[0].parts) == "chunk0 chunk1 "
+    assert len(artifacts_of(fetched.artifacts)) == 1, "no duplicate artifact"
+    assert "".join(texts_of(artifacts_of(fetched.artifacts)[0].parts)) == "chunk0 chunk1 "
     assert error_data(fetched)["errorReason"] == "component_invoke_error"
 
 
@@ -128,7 +131,7 @@ async def test_stream_failing_before_first_chunk_falls_back_once(
 
 async def test_cancel_a_running_task(server: str, agent: StreamingAgent) -> None:
     async with a2a_client(server, streaming=True) as client:
-        events: list = []
+        events: list[Any] = []
         first_event = asyncio.Event()
 
         async def consume() -> None:

@@ -17,7 +17,9 @@ from tests.loop.providers.fakes import (
 @pytest.fixture(params=[OpenAIWire(), AnthropicWire()], ids=lambda wire: wire.name)
 def wire(request: pytest.FixtureRequest) -> Wire:
     """Each provider's wire format, for tests that hold for both adapters."""
-    return request.param  # type: ignore[no-any-return]
+    param = request.param
+    assert isinstance(param, Wire)
+    return param
 
 
 @pytest.fixture

@@ -89,6 +89,7 @@ async def test_429_with_retry_after_then_success(
     assert SECRET not in caplog.text
 
 
+@pytest.mark.reason("rate_limited")
 async def test_429_forever_raises_rate_limited_with_retry_after(
     wire: Wire, fake: FakeProvider, sleeper: FakeSleep, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -114,6 +115,7 @@ async def test_429_forever_raises_rate_limited_with_retry_after(
     assert_safe(info.value, caplog)
 
 
+@pytest.mark.reason("auth_failed")
 async def test_401_is_auth_required_and_not_retried(
     wire: Wire, fake: FakeProvider, sleeper: FakeSleep, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -134,6 +136,7 @@ async def test_401_is_auth_required_and_not_retried(
     assert_safe(info.value, caplog)
 
 
+@pytest.mark.reason("http_4xx")
 async def test_400_is_not_retried(wire: Wire, fake: FakeProvider, sleeper: FakeSleep) -> None:
     fake.script(wire.error(400, f"bad request: {PROMPT}"))
     async with wire.make(fake.url, sleep=sleeper) as model:
@@ -159,6 +162,7 @@ async def test_500_then_success_backs_off_with_jitter(
     assert 0.5 <= sleeper.waits[0] <= 1.0
 
 
+@pytest.mark.reason("http_5xx")
 async def test_5xx_forever_backs_off_exponentially(
     wire: Wire, fake: FakeProvider, sleeper: FakeSleep, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -265,6 +269,7 @@ def _refused_port() -> int:
     return port  # closed without listening: connecting is refused
 
 
+@pytest.mark.reason("network_error")
 async def test_connection_refused(
     wire: Wire, sleeper: FakeSleep, caplog: pytest.LogCaptureFixture
 ) -> None:
