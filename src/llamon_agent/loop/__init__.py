@@ -13,6 +13,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from llamon_agent.loop.agent import TOOL_RESULTS_ARTIFACT, LoopAgent, outcome_error
+from llamon_agent.loop.dispatch import ToolDispatcher
 from llamon_agent.loop.events import EventHandler, LoopEvent
 from llamon_agent.loop.model import (
     AssistantMessage,
@@ -63,6 +64,7 @@ __all__ = [
     "SystemMessage",
     "Tool",
     "ToolCallResult",
+    "ToolDispatcher",
     "ToolLike",
     "ToolMessage",
     "ToolRegistry",

@@ -19,17 +19,24 @@ type                stage       when
 ``step_id`` is the tool call's id. Consumers read the fields they know and keep the rest
 when forwarding; new fields and event types are additive. A handler that raises is
 logged and ignored: observing a run never changes it.
+
+An ``EventSink`` is where one run's events go: the runner makes one per run and hands it
+to its ``ToolDispatcher``, which emits the ``step.*`` events into it.
 """
 
 from __future__ import annotations
 
+import inspect
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
 from llamon_agent.core.failures import FailureRecord
 
-__all__ = ["EventHandler", "LoopEvent", "failure_metadata"]
+__all__ = ["EventHandler", "EventSink", "LoopEvent", "failure_metadata"]
+
+logger = logging.getLogger("llamon_agent.loop")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,3 +65,40 @@ def failure_metadata(record: FailureRecord) -> dict[str, object]:
         "message": record.message,
         **record.evidence,
     }
+
+
+class EventSink:
+    """Where one run's ``LoopEvent``\\s go: ``emit`` stamps them with ``run_id``.
+
+    ``handler`` may be a plain or an ``async`` function, or None: events are dropped (a
+    hot path tests ``handler is None`` and skips building them). A handler that raises
+    is logged (warning, the exception's type only) and ignored: ``emit`` never raises
+    (but for cancellation).
+    """
+
+    __slots__ = ("handler", "run_id")
+
+    def __init__(self, handler: EventHandler | None = None, *, run_id: str = "") -> None:
+        self.handler = handler
+        self.run_id = run_id
+
+    async def emit(
+        self,
+        type_: str,
+        stage: str,
+        *,
+        round_number: int,
+        tool: str | None = None,
+        step_id: str | None = None,
+        metadata: dict[str, object] | None = None,
+    ) -> None:
+        """Send one event of this run to the handler (see the module docstring)."""
+        if self.handler is None:
+            return
+        event = LoopEvent(type_, stage, self.run_id, round_number, tool, step_id, metadata or {})
+        try:
+            maybe = self.handler(event)
+            if inspect.isawaitable(maybe):
+                await maybe
+        except Exception as exc:
+            logger.warning("on_event handler raised %s on %s; ignored", type(exc).__name__, type_)

@@ -8,7 +8,7 @@
 
 Each ``ToolLike`` (a ``Tool``, an MCP tool, your own) becomes a
 ``langchain_core.tools.StructuredTool`` with the tool's name, description and JSON schema
-(``args_schema``). Calling it runs the native loop's per-call code (``run_tool_calls``):
+(``args_schema``). Calling it runs the native loop's per-call code (a ``ToolDispatcher``):
 parse, validate, run, turn the tool's own result type into a ``ToolResult``. What the
 LangChain side gets:
 
@@ -34,9 +34,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from llamon_agent._extras import requires_extra
+from llamon_agent.loop.dispatch import ToolDispatcher, ToolEscalation
 from llamon_agent.loop.model import RawToolCall
-from llamon_agent.loop.react import Tools, _as_view, run_tool_calls
-from llamon_agent.loop.tools import ToolLike, ToolView
+from llamon_agent.loop.tools import ToolLike, Tools, ToolView
 
 with requires_extra("langgraph", "llamon_agent.loop.langchain"):
     from langchain_core.tools import StructuredTool, ToolException
@@ -61,12 +61,14 @@ def _structured(tool: ToolLike) -> StructuredTool:
     async def call(**arguments: Any) -> tuple[str, Any]:
         # the arguments travel as JSON, as a model's do: the loop parses them at its boundary
         raw = RawToolCall(_CALL_ID, tool.name, json.dumps(arguments, default=str))
-        done = await run_tool_calls(alone, [raw])  # an escalation raises out of here
-        [message] = done.messages
-        [made] = done.results
-        if message.is_error:
-            raise ToolException(message.content)
-        return message.content, made.result.value
+        dispatcher = ToolDispatcher(alone)  # a fresh one per call: no repeat guard
+        done = await dispatcher.dispatch(raw)
+        if isinstance(done, ToolEscalation):
+            raise done.exception  # as in the native loop, it fails the run
+        if done.is_error:
+            raise ToolException(done.content)
+        [made] = dispatcher.results
+        return done.content, made.result.value
 
     return StructuredTool(
         name=tool.name,
@@ -82,4 +84,4 @@ def to_langchain_tools(tools: Tools) -> list[StructuredTool]:
     """``StructuredTool``\\s for ``tools`` (a view, a registry, or an iterable of tools,
     MCP tools or functions), in order; see the module docstring. Async only: LangChain's
     sync ``invoke`` raises ``NotImplementedError``."""
-    return [_structured(tool) for tool in _as_view(tools)]
+    return [_structured(tool) for tool in ToolView.of(tools)]

@@ -15,13 +15,13 @@ alternate. Each cycle costs two of LangGraph's steps, so a model that never stop
 tools hits the recursion limit: ``GraphRecursionError``, which an A2A caller receives as
 ``UPSTREAM_UNAVAILABLE`` / ``max_tool_iterations_exceeded``, retriable.
 
-Every tool call goes through the native loop's own per-call code (``run_tool_calls``):
-look the name up, parse ``arguments_json``, validate, block a repeat of the call just
-before it, run. The four failures and the repeat guard come back to the model as
-``is_error`` tool messages under the call's id and the loop goes on, word for word as in
-``run_loop``. A ``ToolLike`` whose ``call`` raises (an MCP tool's third transport failure
-in one request) escalates: its exception propagates and fails the run. A model answer
-with neither tool calls nor text raises what ``LoopAgent`` raises for it
+Every tool call goes through the native loop's own per-call code, a ``ToolDispatcher``
+(``run_tool_calls``): look the name up, parse ``arguments_json``, validate, block a
+repeat of the call just before it, run. The four failures and the repeat guard come back
+to the model as ``is_error`` tool messages under the call's id and the loop goes on, word
+for word as in ``run_loop``. A ``ToolLike`` whose ``call`` raises (an MCP tool's third
+transport failure in one request) escalates: its exception propagates and fails the run.
+A model answer with neither tool calls nor text raises what ``LoopAgent`` raises for it
 (``UPSTREAM_UNAVAILABLE`` / ``invalid_model_response``, retriable); a model call that
 raises propagates as it is.
 
@@ -33,15 +33,16 @@ The state is checkpointer-safe: ``messages`` holds JSON dicts (``message_to_dict
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Final, TypeAlias
+from typing import Annotated, Any, Final, assert_never
 
 from typing_extensions import TypedDict  # pydantic's JSON schema (Python < 3.12)
 
 from llamon_agent._extras import requires_extra
 from llamon_agent.core.failures import FailureRecord
 from llamon_agent.loop.agent import outcome_error
+from llamon_agent.loop.dispatch import ToolDispatcher, ToolEscalation
 from llamon_agent.loop.model import (
     AssistantMessage,
     ChatMessage,
@@ -50,12 +51,10 @@ from llamon_agent.loop.model import (
     RawToolCall,
     SystemMessage,
     ToolMessage,
-    ToolSpec,
     UserMessage,
 )
 from llamon_agent.loop.outcome import LoopOutcome, ToolCallResult
-from llamon_agent.loop.runner import _Escalation, _Run
-from llamon_agent.loop.tools import ToolLike, ToolRegistry, ToolView
+from llamon_agent.loop.tools import ToolRegistry, Tools, ToolView
 
 with requires_extra("langgraph", "llamon_agent.loop.react"):
     from langgraph.graph import END, START, StateGraph
@@ -72,9 +71,6 @@ __all__ = [
     "message_to_dict",
     "run_tool_calls",
 ]
-
-Tools: TypeAlias = ToolView | ToolRegistry | Iterable[ToolLike | Callable[..., Any]]
-"""A view, a registry (all of its tools as they are at each step), or tools to register."""
 
 PROMPT_NODE: Final = "prompt"
 AGENT_NODE: Final = "agent"
@@ -106,7 +102,7 @@ def message_to_dict(message: ChatMessage) -> dict[str, Any]:
         }
     if isinstance(message, SystemMessage | UserMessage):
         return {"role": message.role, "content": message.content}
-    raise TypeError(f"not a ChatMessage: {type(message).__name__}")
+    assert_never(message)
 
 
 def message_from_dict(data: Mapping[str, Any]) -> ChatMessage:
@@ -146,28 +142,6 @@ class ToolRound:
     previous: tuple[str, str] | None
 
 
-class _DispatchOnly:
-    """The model slot of a runner ``_Run`` that only dispatches tool calls: never called."""
-
-    name = "dispatch-only"
-
-    async def complete(
-        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]
-    ) -> ModelResponse:
-        raise RuntimeError("run_tool_calls never calls a model")
-
-
-_DISPATCH_ONLY: Final = _DispatchOnly()
-
-
-def _as_view(tools: Tools) -> ToolView:
-    if isinstance(tools, ToolRegistry):
-        return tools.view()
-    if isinstance(tools, ToolView):
-        return tools
-    return ToolRegistry(tools).view()
-
-
 async def run_tool_calls(
     tools: ToolView | ToolRegistry,
     calls: Sequence[RawToolCall],
@@ -179,31 +153,19 @@ async def run_tool_calls(
 
     Each call is looked up, parsed, validated, checked against the call just before it
     (``previous``: the ``(name, arguments_json)`` of the last call of the round before;
-    None for a fresh run) and run, exactly as ``run_loop`` does; a failure is an
-    ``is_error`` ``ToolMessage``. A ``ToolLike`` whose ``call`` raises ends the round: its
-    exception is raised here, as it was (the calls after it do not run).
+    None for a fresh run) and run by a ``ToolDispatcher``, exactly as ``run_loop`` does;
+    a failure is an ``is_error`` ``ToolMessage``. A ``ToolLike`` whose ``call`` raises
+    ends the round: its exception is raised here, as it was (the calls after it do not
+    run).
     """
-    view = tools.view() if isinstance(tools, ToolRegistry) else tools
-    run = _Run(
-        model=_DISPATCH_ONLY,
-        tools=view,
-        specs=(),
-        max_rounds=1,  # (only run() reads it)
-        on_event=None,
-        rounds=round_number,
-        previous=previous,
-    )
-    escalated: Exception | None = None
+    dispatcher = ToolDispatcher(tools, previous=previous)
+    messages: list[ToolMessage] = []
     for call in calls:
-        try:
-            await run.step(call)
-        except _Escalation as escalation:
-            escalated = escalation.exc
-            break
-    if escalated is not None:
-        raise escalated  # outside the except: the tool's exception keeps its own cause
-    messages = tuple(m for m in run.transcript if isinstance(m, ToolMessage))
-    return ToolRound(messages, tuple(run.results), run.previous)
+        done = await dispatcher.dispatch(call, round_number=round_number)
+        if isinstance(done, ToolEscalation):
+            raise done.exception  # the tool's exception, with its own cause
+        messages.append(done)
+    return ToolRound(tuple(messages), dispatcher.results, dispatcher.previous)
 
 
 # ---------------------------------------------------------------- the graph
@@ -267,10 +229,10 @@ def build_react_graph(
     objects: build the graph inside the loader's ``session()``. ``checkpointer`` is
     passed to ``compile`` (``GraphAgent`` adds an in-memory one when there is none).
     """
-    fixed = None if isinstance(tools, ToolRegistry) else _as_view(tools)
+    fixed = None if isinstance(tools, ToolRegistry) else ToolView.of(tools)
 
     def current() -> ToolView:
-        return fixed if fixed is not None else _as_view(tools)
+        return fixed if fixed is not None else ToolView.of(tools)
 
     def prompt(state: ReactState) -> dict[str, Any]:
         opening: list[ChatMessage] = []

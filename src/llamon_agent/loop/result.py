@@ -11,13 +11,16 @@ holds a traceback, an upstream URL or host, or the text of an exception the
 classification table does not know (``ToolResult.from_exception`` keeps that text in the
 server log behind an incident id).
 A failure may carry the ``FailureRecord`` that logs, events and Quality Lab results keep.
+
+A tool may return its own result type instead: anything with ``to_tool_result()`` (a
+``ToolResultLike``, such as the MCP tools' output) is converted by ``ToolResult.of``.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Protocol, runtime_checkable
 
 from pydantic_core import to_jsonable_python
 
@@ -27,9 +30,13 @@ from llamon_agent.core.failures import FailureRecord
 from llamon_agent.core.messages import public_message
 from llamon_agent.core.scrub import scrub_public_text
 
-__all__ = ["ToolResult"]
+__all__ = ["ToolResult", "ToolResultLike"]
 
 _FAILURE_TEXT_LIMIT = 1000
+
+_PLAIN_TYPES: Final = frozenset({str, int, float, bool, type(None), dict, list, tuple})
+"""Types that cannot be a ``ToolResultLike``: ``ToolResult.of`` skips the protocol check
+for them (an ``isinstance`` against a runtime protocol costs microseconds)."""
 
 
 def _render(value: Any) -> str:
@@ -61,6 +68,19 @@ class ToolResult:
     def ok(cls, value: Any = None) -> ToolResult:
         """A successful result; the model reads ``value`` (a string as is, else as JSON)."""
         return cls(value=value)
+
+    @classmethod
+    def of(cls, value: Any) -> ToolResult:
+        """What a tool's ``call`` returned, as a ``ToolResult``: a ``ToolResult`` as it is,
+        a ``ToolResultLike`` converted by its ``to_tool_result()``, any other value
+        ``ToolResult.ok(value)``."""
+        if isinstance(value, ToolResult):
+            return value
+        if type(value) not in _PLAIN_TYPES and isinstance(value, ToolResultLike):
+            value = value.to_tool_result()
+            if isinstance(value, ToolResult):
+                return value
+        return cls.ok(value)
 
     @classmethod
     def failure(
@@ -140,3 +160,13 @@ class ToolResult:
         if not self.labelled and message:
             return message
         return f"{self.error_code}: {message}" if message else self.error_code
+
+
+@runtime_checkable
+class ToolResultLike(Protocol):
+    """A tool's own result type, which the loop turns into a ``ToolResult`` by calling
+    ``to_tool_result()`` (the MCP tools' output is one). A ``ToolLike``'s ``call`` may
+    return one instead of a ``ToolResult``; a failure it converts to keeps its record, or
+    gets one naming the call."""
+
+    def to_tool_result(self) -> ToolResult: ...

@@ -26,283 +26,146 @@ handler that raises is a ``tool_error`` observation: ``Tool.call`` never raises.
 these raise out of ``run_loop``; only cancellation and ``BaseException``\\s that are not
 ``Exception`` do.
 
-Order of checks per call: look the name up in the view, parse ``arguments_json`` (here, at
-the loop boundary -- never in a provider adapter), validate, block a repeat, run. A call is
-a repeat when its name and raw argument string equal those of the call just before it (in
-this run, across rounds); its handler is not run again.
+Each round calls the model once; a ``ToolDispatcher`` (``loop/dispatch.py``) runs the
+calls it wrote, in order: look the name up in the view, parse ``arguments_json``,
+validate, block a repeat, run. A call is a repeat when its name and raw argument string
+equal those of the call just before it (in this run, across rounds); its handler is not
+run again.
 """
 
 from __future__ import annotations
 
-import inspect
-import logging
 import secrets
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Final
+from collections.abc import Awaitable, Sequence
+from typing import Final
 
-from llamon_agent.core.catalog import reason_spec
 from llamon_agent.core.classify import Classification, classify_exception
 from llamon_agent.core.codes import Stage
 from llamon_agent.core.failures import FailureRecord
-from llamon_agent.loop.events import EventHandler, LoopEvent, failure_metadata
+from llamon_agent.loop.dispatch import ToolDispatcher, ToolEscalation
+from llamon_agent.loop.events import EventHandler, EventSink, failure_metadata
 from llamon_agent.loop.model import (
     AssistantMessage,
     ChatMessage,
     Model,
     ModelResponse,
-    RawToolCall,
-    ToolMessage,
     ToolSpec,
     UserMessage,
 )
-from llamon_agent.loop.outcome import LoopOutcome, LoopStatus, ToolCallResult
-from llamon_agent.loop.result import ToolResult
-from llamon_agent.loop.tools import ToolLike, ToolRegistry, ToolView
-from llamon_agent.loop.validation import check_arguments, format_problems, parse_arguments
+from llamon_agent.loop.outcome import LoopOutcome, LoopStatus
+from llamon_agent.loop.tools import ToolRegistry, ToolView
 
 __all__ = ["DEFAULT_MAX_ROUNDS", "run_loop"]
 
-logger = logging.getLogger("llamon_agent.loop")
-
 DEFAULT_MAX_ROUNDS: Final = 8
-_NAME_SHOWN: Final = 64
-_NAMES_LISTED: Final = 30
-
-RETRY_INVITING_REASONS: Final = frozenset({"upstream_tool_unavailable"})
-"""Failures whose text invites the model to retry the same call: not a repeated call."""
 
 
-def _shown_name(name: object) -> str:
-    """A model-written tool name, cut short for echoing back."""
-    text = name if isinstance(name, str) else repr(name)
-    return text if len(text) <= _NAME_SHOWN else text[:_NAME_SHOWN] + "…"
-
-
-class _Escalation(Exception):
-    """Carries what a ``ToolLike``'s ``call`` raised out of the step, to end the run."""
-
-    def __init__(self, exc: Exception, record: FailureRecord, found: Classification) -> None:
-        super().__init__(type(exc).__name__)
-        self.exc = exc
-        self.record = record
-        self.classification = found
-
-
-@dataclass
 class _Run:
-    """The state of one ``run_loop`` call."""
+    """The state of one ``run_loop`` call: the transcript, the model's counts, the rounds."""
 
-    model: Model
-    tools: ToolView
-    specs: tuple[ToolSpec, ...]
-    max_rounds: int
-    on_event: EventHandler | None
-    run_id: str = field(default_factory=lambda: secrets.token_hex(6))
-    transcript: list[ChatMessage] = field(default_factory=list)
-    results: list[ToolCallResult] = field(default_factory=list)
-    failures: list[FailureRecord] = field(default_factory=list)
-    usage: dict[str, int] = field(default_factory=dict)
-    rounds: int = 0
-    model_retries: int = 0
-    previous: tuple[str, str] | None = None
+    __slots__ = (
+        "dispatcher",
+        "events",
+        "max_rounds",
+        "model",
+        "model_retries",
+        "observed",
+        "rounds",
+        "specs",
+        "transcript",
+        "usage",
+    )
 
-    async def emit(
+    def __init__(
         self,
-        type_: str,
-        stage: str,
-        *,
-        tool: str | None = None,
-        step_id: str | None = None,
-        metadata: dict[str, object] | None = None,
+        model: Model,
+        tools: ToolView,
+        transcript: list[ChatMessage],
+        max_rounds: int,
+        on_event: EventHandler | None,
     ) -> None:
-        if self.on_event is None:
-            return
-        event = LoopEvent(type_, stage, self.run_id, self.rounds, tool, step_id, metadata or {})
-        try:
-            maybe = self.on_event(event)
-            if inspect.isawaitable(maybe):
-                await maybe
-        except Exception as exc:
-            logger.warning("on_event handler raised %s on %s; ignored", type(exc).__name__, type_)
+        self.model = model
+        self.specs: tuple[ToolSpec, ...] = tools.specs()
+        self.transcript = transcript
+        self.max_rounds = max_rounds
+        self.events = EventSink(on_event, run_id=secrets.token_hex(6))
+        self.observed = on_event is not None  # (no event is built for no one)
+        self.dispatcher = ToolDispatcher(tools, events=self.events)
+        self.usage: dict[str, int] = {}
+        self.rounds = 0
+        self.model_retries = 0
 
-    # ---------------------------------------------------------------- one tool call
+    async def run(self) -> LoopOutcome:
+        """Rounds until the model answers, a failure ends the run, or the rounds run out."""
+        if self.observed:
+            await self._emit(
+                "run.started",
+                Stage.TOOL_LOOP,
+                {"max_rounds": self.max_rounds, "tool_names": list(self.dispatcher.tools.names)},
+            )
+        while self.rounds < self.max_rounds:
+            self.rounds += 1
+            ended = await self._round()
+            if ended is not None:
+                return ended
+        return await self._out_of_rounds()
 
-    def _observation(
-        self,
-        reason: str,
-        message: str,
-        call: RawToolCall,
-        evidence: dict[str, object] | None = None,
-    ) -> ToolResult:
+    async def _out_of_rounds(self) -> LoopOutcome:
+        results, failures = self.dispatcher.results, self.dispatcher.failures
         record = FailureRecord.of(
-            reason,
-            message,
-            tool=_shown_name(call.name),
-            step_id=call.id,
-            evidence={"tool_call_id": call.id, "round": self.rounds, **(evidence or {})},
+            "max_rounds_exceeded",
+            f"No final answer after {self.max_rounds} rounds "
+            f"({len(results)} tool calls, {len(failures)} failed).",
+            evidence={
+                "max_rounds": self.max_rounds,
+                "rounds": self.rounds,
+                "tool_call_count": len(results),
+                "failed_call_count": len(failures),
+            },
         )
-        return ToolResult.failure(reason, message, record=record)
+        return await self._end("max_rounds_exceeded", record=record)
 
-    def _stamped(self, result: ToolResult, call: RawToolCall) -> ToolResult:
-        """A failed result with a record that names this call (made when the tool gave none)."""
-        where = {"tool_call_id": call.id, "round": self.rounds}
-        reason = result.error_code or "tool_error"
-        record = result.record
-        if record is None:
-            spec = reason_spec(reason)
-            record = FailureRecord.of(
-                reason,
-                result.message,
-                stage=spec.stage if spec else Stage.EXECUTE,
-                tool=call.name,
-                step_id=call.id,
-                evidence=where,
-            )
-        else:
-            # (re-scrubbing is idempotent except for the scrubber's own "dropped_keys")
-            kept = {k: v for k, v in record.evidence.items() if k != "dropped_keys"}
-            record = replace(
-                record,
-                tool=record.tool or call.name,
-                step_id=record.step_id or call.id,
-                evidence={**kept, **where},
-            )
-        return replace(result, record=record)
-
-    @staticmethod
-    async def _run_tool(tool: ToolLike, arguments: dict[str, Any]) -> Any:
-        value: Any = tool.call(arguments)
-        if inspect.isawaitable(value):
-            value = await value
-        return value
-
-    async def dispatch(self, call: RawToolCall) -> ToolResult:
-        """The result of one raw call; raises only ``_Escalation`` (and cancellation)."""
-        tool = self.tools.get(call.name) if isinstance(call.name, str) else None
-        if tool is None:
-            names = self.tools.names
-            available = ", ".join(names[:_NAMES_LISTED]) or "(none)"
-            if len(names) > _NAMES_LISTED:
-                available += f" and {len(names) - _NAMES_LISTED} more"
-            return self._observation(
-                "unknown_tool",
-                f"No tool named {_shown_name(call.name)!r} in this run. "
-                f"Available tools: {available}.",
-                call,
-                {"candidate_names": list(self.tools.names)},
-            )
-        parsed = parse_arguments(call.arguments_json)
-        if parsed.arguments is None:
-            return self._observation(
-                "malformed_arguments",
-                f"Arguments for tool {tool.name!r} are {parsed.problem}."
-                " Send one JSON object matching the tool's parameters.",
-                call,
-                {"error_type": parsed.error_type, "arguments_size": len(str(call.arguments_json))},
-            )
+    async def _round(self) -> LoopOutcome | None:
+        """One model call and the tool calls it wrote; the outcome when the run ends here."""
         try:
-            # a tool that checks its own arguments (the MCP normalizer, whose one-line
-            # "Missing required argument: <field>" is a contract) is not checked twice
-            own_check = getattr(tool, "validates_arguments", False) is True
-            problems = [] if own_check else check_arguments(tool, parsed.arguments)[1]
-        except Exception as exc:  # a validator of the tool's own that crashed
-            return self._stamped(ToolResult.from_exception(exc, tool=tool.name), call)
-        if problems:
-            return self._observation(
-                "invalid_arguments",
-                format_problems(problems),
-                call,
-                {"field_names": sorted({p.field or "arguments" for p in problems})},
-            )
-        if self.previous == (call.name, call.arguments_json):
-            return self._observation(
-                "repeated_tool_call",
-                f"Tool {tool.name!r} was just called with these same arguments, so it was not "
-                "run again. Use the result above, change the arguments, or answer.",
-                call,
-            )
-        try:
-            value = await self._run_tool(tool, parsed.arguments)
-        except Exception as exc:  # Tool.call never raises: this is a ToolLike escalating
+            response = await self.model.complete(tuple(self.transcript), self.specs)
+        except Exception as exc:
+            found = classify_exception(exc)
+            self.model_retries += found.retried  # the retries of the call that failed
             record = FailureRecord.from_exception(
-                exc,
-                stage=Stage.EXECUTE,
-                tool=call.name,
-                step_id=call.id,
-                evidence={"tool_call_id": call.id, "round": self.rounds},
+                exc, stage=Stage.MODEL_CALL, evidence={"round": self.rounds}
             )
-            raise _Escalation(exc, record, classify_exception(exc)) from exc
-        convert = getattr(value, "to_tool_result", None)
-        if callable(convert):  # a ToolLike's own result type (e.g. the MCP normalizer's)
-            value = convert()
-        if isinstance(value, ToolResult):
-            return self._stamped(value, call) if value.is_error else value
-        return ToolResult.ok(value)
-
-    async def step(self, call: RawToolCall) -> None:
-        """Dispatch one call and feed its result back; raises ``_Escalation`` to end the run."""
-        await self.emit("step.started", Stage.TOOL_LOOP, tool=call.name, step_id=call.id)
-        try:
-            result = await self.dispatch(call)
-        except _Escalation as escalation:
-            failed = ToolResult.failure(
-                escalation.classification.reason,
-                escalation.record.message,
-                record=escalation.record,
+            return await self._end("model_error", record=record, classification=found)
+        if not isinstance(response, ModelResponse):
+            return await self._invalid_response(
+                "The model adapter returned something other than a ModelResponse.",
+                {"error_type": type(response).__name__},
             )
-            self.results.append(ToolCallResult(call, failed, self.rounds))
-            raise
-        invited_retry = result.is_error and result.error_code in RETRY_INVITING_REASONS
-        self.previous = None if invited_retry else (call.name, call.arguments_json)
-        self.results.append(ToolCallResult(call, result, self.rounds))
-        self.transcript.append(
-            ToolMessage(
-                tool_call_id=call.id,
-                name=call.name,
-                content=result.to_model_text(),
-                is_error=result.is_error,
+        self._count(response)
+        calls = tuple(response.tool_calls or ())
+        if self.observed:
+            await self._emit(
+                "model.completed",
+                Stage.MODEL_CALL,
+                {"tool_call_count": len(calls), "retries_count": response.retries},
             )
-        )
-        if result.is_error and result.record is not None:
-            self.failures.append(result.record)
-            await self.emit(
-                "step.failed",
-                result.record.stage,
-                tool=call.name,
-                step_id=call.id,
-                metadata=failure_metadata(result.record),
+        self.transcript.append(AssistantMessage(content=response.content, tool_calls=calls))
+        if not calls:
+            text = response.content if isinstance(response.content, str) else ""
+            if text.strip():
+                return await self._end("completed", answer=text)
+            return await self._invalid_response(
+                "The model answered with neither a tool call nor any text.",
+                {"content_present": response.content is not None},
             )
-        else:
-            await self.emit("step.completed", Stage.TOOL_LOOP, tool=call.name, step_id=call.id)
-
-    # ---------------------------------------------------------------- the run
-
-    async def end(
-        self,
-        status: LoopStatus,
-        *,
-        answer: str | None = None,
-        record: FailureRecord | None = None,
-        classification: Classification | None = None,
-    ) -> LoopOutcome:
-        if record is None:
-            await self.emit("run.completed", Stage.TOOL_LOOP, metadata={"rounds": self.rounds})
-        else:
-            self.failures.append(record)
-            await self.emit("run.failed", record.stage, metadata=failure_metadata(record))
-        return LoopOutcome(
-            status=status,
-            answer=answer,
-            transcript=tuple(self.transcript),
-            tool_results=tuple(self.results),
-            failures=tuple(self.failures),
-            rounds=self.rounds,
-            model_retries=self.model_retries,
-            run_id=self.run_id,
-            usage=dict(self.usage),
-            classification=classification,
-        )
+        for call in calls:
+            done = await self.dispatcher.dispatch(call, round_number=self.rounds)
+            if isinstance(done, ToolEscalation):
+                return await self._end(
+                    "tool_escalated", record=done.record, classification=done.classification
+                )
+            self.transcript.append(done)
+        return None
 
     def _count(self, response: ModelResponse) -> None:
         self.model_retries += max(0, int(response.retries or 0))
@@ -310,72 +173,44 @@ class _Run:
             if isinstance(amount, int):
                 self.usage[key] = self.usage.get(key, 0) + amount
 
-    async def run(self) -> LoopOutcome:
-        await self.emit(
-            "run.started",
-            Stage.TOOL_LOOP,
-            metadata={"max_rounds": self.max_rounds, "tool_names": list(self.tools.names)},
-        )
-        while self.rounds < self.max_rounds:
-            self.rounds += 1
-            try:
-                response = await self.model.complete(tuple(self.transcript), self.specs)
-            except Exception as exc:
-                found = classify_exception(exc)
-                self.model_retries += found.retried  # the retries of the call that failed
-                record = FailureRecord.from_exception(
-                    exc, stage=Stage.MODEL_CALL, evidence={"round": self.rounds}
-                )
-                return await self.end("model_error", record=record, classification=found)
-            if not isinstance(response, ModelResponse):
-                record = FailureRecord.of(
-                    "invalid_model_response",
-                    "The model adapter returned something other than a ModelResponse.",
-                    evidence={"round": self.rounds, "error_type": type(response).__name__},
-                )
-                return await self.end("invalid_model_response", record=record)
-            self._count(response)
-            calls = tuple(response.tool_calls or ())
-            await self.emit(
-                "model.completed",
-                Stage.MODEL_CALL,
-                metadata={"tool_call_count": len(calls), "retries_count": response.retries},
-            )
-            self.transcript.append(AssistantMessage(content=response.content, tool_calls=calls))
-            if not calls:
-                text = response.content if isinstance(response.content, str) else ""
-                if text.strip():
-                    return await self.end("completed", answer=text)
-                record = FailureRecord.of(
-                    "invalid_model_response",
-                    "The model answered with neither a tool call nor any text.",
-                    evidence={
-                        "round": self.rounds,
-                        "content_present": response.content is not None,
-                    },
-                )
-                return await self.end("invalid_model_response", record=record)
-            for call in calls:
-                try:
-                    await self.step(call)
-                except _Escalation as escalation:
-                    return await self.end(
-                        "tool_escalated",
-                        record=escalation.record,
-                        classification=escalation.classification,
-                    )
+    def _emit(self, type_: str, stage: str, metadata: dict[str, object]) -> Awaitable[None]:
+        """A run-level event of the current round (await it)."""
+        return self.events.emit(type_, stage, round_number=self.rounds, metadata=metadata)
+
+    async def _invalid_response(self, message: str, evidence: dict[str, object]) -> LoopOutcome:
         record = FailureRecord.of(
-            "max_rounds_exceeded",
-            f"No final answer after {self.max_rounds} rounds "
-            f"({len(self.results)} tool calls, {len(self.failures)} failed).",
-            evidence={
-                "max_rounds": self.max_rounds,
-                "rounds": self.rounds,
-                "tool_call_count": len(self.results),
-                "failed_call_count": len(self.failures),
-            },
+            "invalid_model_response", message, evidence={"round": self.rounds, **evidence}
         )
-        return await self.end("max_rounds_exceeded", record=record)
+        return await self._end("invalid_model_response", record=record)
+
+    async def _end(
+        self,
+        status: LoopStatus,
+        *,
+        answer: str | None = None,
+        record: FailureRecord | None = None,
+        classification: Classification | None = None,
+    ) -> LoopOutcome:
+        failures = self.dispatcher.failures
+        if record is not None:
+            failures += (record,)
+        if self.observed:
+            if record is None:
+                await self._emit("run.completed", Stage.TOOL_LOOP, {"rounds": self.rounds})
+            else:
+                await self._emit("run.failed", record.stage, failure_metadata(record))
+        return LoopOutcome(
+            status=status,
+            answer=answer,
+            transcript=tuple(self.transcript),
+            tool_results=self.dispatcher.results,
+            failures=failures,
+            rounds=self.rounds,
+            model_retries=self.model_retries,
+            run_id=self.events.run_id,
+            usage=dict(self.usage),
+            classification=classification,
+        )
 
 
 async def run_loop(
@@ -401,5 +236,4 @@ async def run_loop(
     transcript: list[ChatMessage] = (
         [UserMessage(messages)] if isinstance(messages, str) else list(messages)
     )
-    run = _Run(model, view, view.specs(), max_rounds, on_event, transcript=transcript)
-    return await run.run()
+    return await _Run(model, view, transcript, max_rounds, on_event).run()

@@ -24,6 +24,10 @@ What the caller sees:
   object (``name``, ``description``, ``parameters``, ``async call(arguments)``) such as
   the MCP loader's tools. Names are unique: registering a taken name raises ``ValueError``.
 * A view is a frozen, ordered subset; a tool outside it is ``unknown_tool`` to the model.
+  ``ToolView.of(tools)`` makes one from a view, a registry or an iterable of tools
+  (``Tools``).
+* A ``ToolLike`` that checks its own arguments says so with ``validates_arguments = True``
+  (a ``SelfValidatingTool``, as the MCP tools are): the loop then leaves the check to it.
 """
 
 from __future__ import annotations
@@ -44,12 +48,14 @@ from llamon_agent.loop.result import ToolResult
 from llamon_agent.loop.validation import check_arguments, format_problems
 
 __all__ = [
+    "SelfValidatingTool",
     "Tool",
     "ToolHandler",
     "ToolLike",
     "ToolRegistry",
     "ToolSelector",
     "ToolView",
+    "Tools",
     "tool",
 ]
 
@@ -83,6 +89,20 @@ class ToolLike(Protocol):
     def parameters(self) -> Mapping[str, Any]: ...
 
     async def call(self, arguments: dict[str, Any]) -> ToolResult | Any: ...
+
+
+@runtime_checkable
+class SelfValidatingTool(Protocol):
+    """What a ``ToolLike`` declares when its ``call`` checks its own arguments.
+
+    With ``validates_arguments`` exactly ``True`` the loop does not check the arguments
+    against ``parameters`` before ``call`` (the MCP tools, whose one-line
+    ``Missing required argument: <field>`` is a contract, are not checked twice); any
+    other value, or no such attribute, and the loop checks them first.
+    """
+
+    @property
+    def validates_arguments(self) -> bool: ...
 
 
 def _check_name(name: str) -> str:
@@ -312,6 +332,17 @@ class ToolView(_ToolSet):
                 raise ValueError(f"duplicate tool name {item.name!r} in a view")
             self._tools[item.name] = item
 
+    @classmethod
+    def of(cls, tools: Tools) -> ToolView:
+        """The view of ``tools``: a view as it is, a registry's view of all its tools as
+        they are now, or the tools of an iterable (functions made ``Tool``\\s; a name
+        twice raises ``ValueError``)."""
+        if isinstance(tools, ToolView):
+            return tools
+        if isinstance(tools, ToolRegistry):
+            return tools.view()
+        return ToolRegistry(tools).view()
+
     def __repr__(self) -> str:
         return f"ToolView({list(self._tools)!r})"
 
@@ -338,3 +369,7 @@ class ToolRegistry(_ToolSet):
 
     def __repr__(self) -> str:
         return f"ToolRegistry({list(self._tools)!r})"
+
+
+Tools: TypeAlias = ToolView | ToolRegistry | Iterable[ToolLike | Callable[..., Any]]
+"""A view, a registry (all of its tools as they are when used), or tools to register."""

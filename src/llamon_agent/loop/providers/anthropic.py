@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, assert_never
 
 from llamon_agent._extras import requires_extra
 from llamon_agent.exceptions import ComponentInvokeError
@@ -202,7 +202,7 @@ def to_anthropic_messages(
                 ],
             )
         else:  # pragma: no cover - the union is closed
-            raise TypeError(f"not a chat message: {type(message).__name__}")
+            assert_never(message)
     system = "\n\n".join(system_parts) if system_parts else None
     wire: list[MessageParam] = []
     for turn in turns:

@@ -19,7 +19,7 @@ exactly as the model wrote it, broken JSON included: the loop parses it, not thi
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, assert_never
 
 from llamon_agent._extras import requires_extra
 from llamon_agent.exceptions import ComponentInvokeError
@@ -128,7 +128,7 @@ def to_openai_messages(messages: Sequence[ChatMessage]) -> list[ChatCompletionMe
                 {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
             )
         else:  # pragma: no cover - the union is closed
-            raise TypeError(f"not a chat message: {type(message).__name__}")
+            assert_never(message)
     return wire
 
 
