@@ -331,7 +331,10 @@ def build_guardrail_application_error(
 
 def __getattr__(name: str) -> Any:
     """``application_error_to_parts`` moved to ``llamon_agent.a2a.parts`` (it builds a2a
-    parts); it is still importable from here and loads the A2A layer on first use."""
+    parts); it is still importable from here and loads the A2A layer on first use.
+
+    The layer contract allows this one upward import because it runs only here, on first
+    use of the old name (see ``tests/test_layers.py``)."""
     if name == "application_error_to_parts":
         from llamon_agent.a2a import parts
 

@@ -226,9 +226,10 @@ def error_data_for_exception(
 
 
 def __getattr__(name: str) -> Any:
-    """``application_error_to_parts`` from the A2A layer, loaded on first use."""
+    """``application_error_to_parts`` from the A2A layer, loaded on first use (through
+    ``core.error_data``, the one place in ``core`` that reaches up for it)."""
     if name == "application_error_to_parts":
-        from llamon_agent.a2a import parts
+        from llamon_agent.core import error_data
 
-        return parts.application_error_to_parts
+        return error_data.application_error_to_parts
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -82,7 +82,6 @@ __all__ = [
 ]
 
 _HOMES: dict[str, str] = {
-    **dict.fromkeys(("TOOL_RESULTS_ARTIFACT", "LoopAgent"), "llamon_agent.a2a.loop_agent"),
     **dict.fromkeys(("EventHandler", "LoopEvent"), "llamon_agent.loop.events"),
     "to_langchain_tools": "llamon_agent.loop.langchain",
     **dict.fromkeys(
@@ -124,7 +123,10 @@ _HOMES: dict[str, str] = {
         ("Tool", "ToolLike", "ToolRegistry", "ToolView", "tool"), "llamon_agent.loop.tools"
     ),
 }
-"""Where each public name lives; it is loaded from there on first use."""
+"""Where each public name of the loop lives; it is loaded from there on first use."""
+
+_A2A_NAMES = frozenset({"TOOL_RESULTS_ARTIFACT", "LoopAgent"})
+"""Public here, defined in ``llamon_agent.a2a.loop_agent`` (the loop served over A2A)."""
 
 
 def __getattr__(name: str) -> Any:
@@ -132,10 +134,18 @@ def __getattr__(name: str) -> Any:
     does not load the others. The LangGraph pieces (``build_react_graph``,
     ``to_langchain_tools`` ...) need ``llamon-agent[langgraph]`` (else ``ImportError``);
     ``LoopAgent`` loads the A2A layer it adapts the loop to."""
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(home), name)
+    if name in _A2A_NAMES:
+        # The A2A adapter of the loop sits a layer above it; ``from llamon_agent.loop
+        # import LoopAgent`` is public, so it is resolved here, on first use only: the one
+        # upward import the layer contract allows in the loop (tests/test_layers.py).
+        from llamon_agent.a2a import loop_agent
+
+        value = getattr(loop_agent, name)
+    else:
+        home = _HOMES.get(name)
+        if home is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(import_module(home), name)
     globals()[name] = value
     return value
 

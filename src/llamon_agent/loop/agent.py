@@ -21,9 +21,9 @@ _A2A_NAMES = frozenset({"TOOL_RESULTS_ARTIFACT", "LoopAgent"})
 
 def __getattr__(name: str) -> Any:
     """``LoopAgent`` and ``TOOL_RESULTS_ARTIFACT`` from the A2A layer, loaded on first use
-    (an upward import the layer contract allows only here, inside a function)."""
+    (through ``llamon_agent.loop``, the one place that reaches up for them)."""
     if name in _A2A_NAMES:
-        from llamon_agent.a2a import loop_agent
+        from llamon_agent import loop
 
-        return getattr(loop_agent, name)
+        return getattr(loop, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
