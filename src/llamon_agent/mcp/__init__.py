@@ -12,7 +12,14 @@ escalates), and a server's JSON-RPC refusal (``MCPError``) escalates at once. Se
 from __future__ import annotations
 
 from importlib import import_module
+from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
+
+from llamon_agent._extras import requires_extra
+
+with requires_extra("mcp", "llamon_agent.mcp"):  # say so now, not on first use
+    if find_spec("mcp") is None:
+        raise ModuleNotFoundError("No module named 'mcp'", name="mcp")
 
 if TYPE_CHECKING:
     from llamon_agent.mcp.arguments import check_arguments
