@@ -4,25 +4,23 @@ This module is the one place that reads them; everything else calls a reader her
 reader looks at the environment when called (never cached at import), so a test or an
 operator can change a variable before the part that reads it starts.
 
-==========================  ===================================================  ==================
-variable                    what it sets                                         when unset
-==========================  ===================================================  ==================
-``LLAMON_HOME``             local state: SQLite tasks, checkpoints, ``mcp.json``  ``~/.llamon``
-``LLAMON_DATABASE_URL``     PostgreSQL DSN; the store kind becomes ``postgres``   ``sqlite`` store
-``LLAMON_WORKER_ID``        this process's worker identity (task ownership)      host's opaque id
-``LLAMON_MCP_CONFIG``       the ``mcp.json`` that ``MCPToolLoader()`` reads       ``./mcp.json`` ...
-``LLAMON_PUSH_ALLOW``       internal networks (CIDR, comma-separated) push may    public only
-                            reach
-``LLAMON_DEBUG_ERRORS``     ``1``: unmapped exception text (scrubbed) reaches     off
-                            clients
-``LLAMON_SCRUB_KEY``        key of the scrubber's keyed hashes                   random per process
-``LLAMON_SCRUB_LOGS``       ``0``: do not scrub other libraries' log records      on
-``LLAMON_API_KEY``          ``llamon serve``: require this API key               no API key
-``LLAMON_BEARER_TOKEN``     ``llamon serve``: require this bearer token          no token
-==========================  ===================================================  ==================
+* ``LLAMON_HOME`` -- local state (SQLite tasks, checkpoints, ``mcp.json``); ``~/.llamon``.
+* ``LLAMON_DATABASE_URL`` -- a PostgreSQL DSN; ``open_stores()`` then picks ``postgres``.
+* ``LLAMON_WORKER_ID`` -- this process's worker identity; default an opaque id of the host.
+* ``LLAMON_MCP_CONFIG`` -- the ``mcp.json`` ``MCPToolLoader()`` reads; else ``./mcp.json``,
+  then ``$LLAMON_HOME/mcp.json``.
+* ``LLAMON_PUSH_ALLOW`` -- internal networks (CIDR, comma-separated) push webhooks may
+  reach; default public addresses only.
+* ``LLAMON_DEBUG_ERRORS`` -- ``1``: unmapped exception text (scrubbed) reaches clients;
+  off by default.
+* ``LLAMON_SCRUB_KEY`` -- the key of the scrubber's keyed hashes; random per process.
+* ``LLAMON_SCRUB_LOGS`` -- ``0``: other libraries' log records are not scrubbed; on by
+  default.
+* ``LLAMON_API_KEY``, ``LLAMON_BEARER_TOKEN`` -- ``llamon serve``: the API key or bearer
+  token callers must send; none by default.
 
-``StoreKind`` names where tasks and flow checkpoints live; ``store_kind_setting()`` is the
-kind chosen when none is given.
+``StoreKind`` names where tasks and flow checkpoints live (``open_stores()`` picks
+``postgres`` when ``LLAMON_DATABASE_URL`` is set, else ``sqlite``).
 """
 
 from __future__ import annotations
@@ -53,7 +51,6 @@ __all__ = [
     "scrub_key_setting",
     "scrub_logs_enabled",
     "set_debug_errors",
-    "store_kind_setting",
     "worker_id_setting",
 ]
 
@@ -125,11 +122,6 @@ def llamon_home() -> Path:
 def database_url_setting() -> str | None:
     """``$LLAMON_DATABASE_URL`` (stripped), or None when unset or empty."""
     return os.environ.get(DATABASE_URL_ENV, "").strip() or None
-
-
-def store_kind_setting() -> StoreKind:
-    """The store kind used when none is given: ``postgres`` with a DSN set, else ``sqlite``."""
-    return "postgres" if database_url_setting() else "sqlite"
 
 
 def worker_id_setting() -> str | None:
