@@ -292,6 +292,11 @@ def test_the_error_api_loads_no_transport() -> None:
     )
 
 
+def test_the_agent_protocol_loads_no_server() -> None:
+    loaded = _loaded_by("from llamon_agent.a2a import AgentContext, FlowContext")
+    assert list(_under(loaded, "starlette", "llamon_agent.a2a.server", "langgraph", "mcp")) == []
+
+
 def test_the_exceptions_load_only_the_codes() -> None:
     loaded = _loaded_by("import llamon_agent.exceptions")
     assert (
