@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from llamon_agent.core.codes import ErrorCode
-from llamon_agent.core.failures import FailureRecord
 from llamon_agent.core.hitl import HITLInterrupt
 
 if TYPE_CHECKING:
+    from llamon_agent.core.failures import FailureRecord
     from llamon_agent.flow.builder import END, START, GraphBuilder
 
 __all__ = [
@@ -39,4 +39,8 @@ def __getattr__(name: str) -> Any:
         from llamon_agent.flow import builder
 
         return getattr(builder, name)
+    if name == "FailureRecord":  # the error model (pydantic) loads when first used
+        from llamon_agent.core.failures import FailureRecord
+
+        return FailureRecord
     raise AttributeError(f"module 'llamon_agent' has no attribute {name!r}")

@@ -26,11 +26,18 @@ from rich.table import Table
 
 from llamon_agent.a2a.card.cli import card_app
 from llamon_agent.a2a.serve_logging import LOG_FORMATS, LOG_LEVELS
-from llamon_agent.a2a.stores import MemoryLimits, StoreKind
+from llamon_agent.a2a.stores import MemoryLimits
 from llamon_agent.cli_errors import UserError, listen_problem, store_problem
 from llamon_agent.core.catalog import reason_catalog
 from llamon_agent.core.classify import registered_rules
 from llamon_agent.core.codes import ERROR_CODE_TABLE, JSON_RPC_CODE_TO_ERROR_CODE
+from llamon_agent.core.settings import (
+    API_KEY_ENV,
+    BEARER_TOKEN_ENV,
+    DATABASE_URL_ENV,
+    HOME_ENV,
+    StoreKind,
+)
 
 if TYPE_CHECKING:
     from a2a.types import AgentCard
@@ -112,18 +119,18 @@ def serve_command(
     port: Annotated[int, typer.Option(help="Port (0 picks a free one).")] = 8000,
     store: Annotated[str, typer.Option(help="sqlite (default), memory or postgres.")] = "sqlite",
     database_url: Annotated[
-        str | None, typer.Option(envvar="LLAMON_DATABASE_URL", help="PostgreSQL DSN.")
+        str | None, typer.Option(envvar=DATABASE_URL_ENV, help="PostgreSQL DSN.")
     ] = None,
     api_key: Annotated[
         str | None,
         typer.Option(
-            envvar="LLAMON_API_KEY",
+            envvar=API_KEY_ENV,
             help="Require this API key (prefer the env var: arguments show in ps).",
         ),
     ] = None,
     bearer_token: Annotated[
         str | None,
-        typer.Option(envvar="LLAMON_BEARER_TOKEN", help="Require this bearer token."),
+        typer.Option(envvar=BEARER_TOKEN_ENV, help="Require this bearer token."),
     ] = None,
     no_reconcile: Annotated[
         bool, typer.Option("--no-reconcile", help="Do not end tasks a crash left working.")
@@ -357,7 +364,7 @@ def _writable_home() -> str:
         probe.touch()
         probe.unlink()
     except OSError as exc:
-        where = os.environ.get("LLAMON_HOME") or "~/.llamon"
+        where = os.environ.get(HOME_ENV) or "~/.llamon"
         _fail(
             f"LLAMON_HOME ({where}) is not a directory this user can write "
             f"({exc.strerror or type(exc).__name__}).\n"

@@ -43,8 +43,6 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from llamon_agent.core.codes import ErrorCode, ErrorRule, snake_case
-from llamon_agent.core.error_data import normalize_extras
-from llamon_agent.core.scrub import scrub_evidence, scrub_text
 
 __all__ = [
     "A2AProtocolError",
@@ -116,6 +114,8 @@ class LlamonError(Exception):
         ``stage`` and the rest are filled in by ``FailureRecord.from_exception``, which
         knows the mapping table.
         """
+        from llamon_agent.core.scrub import scrub_evidence, scrub_text  # a leaf: scrub lazily
+
         envelope: dict[str, object] = {
             "reason": snake_case(type(self).__name__),
             "message": scrub_text(self.message),
@@ -149,6 +149,8 @@ class LlamonApplicationError(LlamonError):
         retriable: bool = False,
         **extras: object,
     ) -> None:
+        from llamon_agent.core.error_data import normalize_extras  # a leaf: check lazily
+
         super().__init__(message)
         self.code = ErrorCode(code)
         self.reason = reason
@@ -234,6 +236,8 @@ class GuardrailBlockedError(LlamonError):
 
     def to_dict(self) -> dict[str, object]:
         """The envelope plus ``violation_category``."""
+        from llamon_agent.core.scrub import scrub_text  # a leaf: scrub lazily
+
         envelope = super().to_dict()
         envelope["violation_category"] = scrub_text(self.violation_category, max_length=64)
         return envelope

@@ -3,36 +3,43 @@
 Start with ``create_app(agent, card)`` (a Starlette app) or ``serve_agent`` /
 ``llamon serve module:agent``; write agents against ``AgentContext``; build the card with
 ``build_agent_card``. See docs/a2a-server.md.
+
+Each name loads its module on first use: ``from llamon_agent.a2a import AgentContext``
+does not load the server (Starlette, the stores); ``create_app`` does.
 """
 
 from __future__ import annotations
 
-from llamon_agent.a2a.agent import (
-    Agent,
-    AgentContext,
-    AgentOutput,
-    Chunk,
-    Completed,
-    Final,
-    FinalOutput,
-    FlowContext,
-    StreamingAgent,
-    as_agent,
-)
-from llamon_agent.a2a.auth import AuthConfig
-from llamon_agent.a2a.card import (
-    AuthSpec,
-    build_agent_card,
-    build_extended_card,
-    lint_agent_card,
-    skill,
-)
-from llamon_agent.a2a.executor import CustomAgentExecutor
-from llamon_agent.a2a.protocol import RequestLimits, protocol_error
-from llamon_agent.a2a.push_policy import PushPolicy
-from llamon_agent.a2a.serve import ServeOptions, serve_agent
-from llamon_agent.a2a.server import create_app
-from llamon_agent.a2a.stores import Stores, open_stores, reconcile_orphaned_tasks
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from llamon_agent.a2a.agent import (
+        Agent,
+        AgentContext,
+        AgentOutput,
+        Chunk,
+        Completed,
+        Final,
+        FinalOutput,
+        FlowContext,
+        StreamingAgent,
+        as_agent,
+    )
+    from llamon_agent.a2a.auth import AuthConfig
+    from llamon_agent.a2a.card import (
+        AuthSpec,
+        build_agent_card,
+        build_extended_card,
+        lint_agent_card,
+        skill,
+    )
+    from llamon_agent.a2a.executor import CustomAgentExecutor
+    from llamon_agent.a2a.protocol import RequestLimits, protocol_error
+    from llamon_agent.a2a.push_policy import PushPolicy
+    from llamon_agent.a2a.serve import ServeOptions, serve_agent
+    from llamon_agent.a2a.server import create_app
+    from llamon_agent.a2a.stores import Stores, open_stores, reconcile_orphaned_tasks
 
 __all__ = [
     "Agent",
@@ -62,3 +69,50 @@ __all__ = [
     "serve_agent",
     "skill",
 ]
+
+_HOMES: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "Agent",
+            "AgentContext",
+            "AgentOutput",
+            "Chunk",
+            "Completed",
+            "Final",
+            "FinalOutput",
+            "FlowContext",
+            "StreamingAgent",
+            "as_agent",
+        ),
+        "llamon_agent.a2a.agent",
+    ),
+    "AuthConfig": "llamon_agent.a2a.auth",
+    **dict.fromkeys(
+        ("AuthSpec", "build_agent_card", "build_extended_card", "lint_agent_card", "skill"),
+        "llamon_agent.a2a.card",
+    ),
+    "CustomAgentExecutor": "llamon_agent.a2a.executor",
+    **dict.fromkeys(("RequestLimits", "protocol_error"), "llamon_agent.a2a.protocol"),
+    "PushPolicy": "llamon_agent.a2a.push_policy",
+    **dict.fromkeys(("ServeOptions", "serve_agent"), "llamon_agent.a2a.serve"),
+    "create_app": "llamon_agent.a2a.server",
+    **dict.fromkeys(
+        ("Stores", "open_stores", "reconcile_orphaned_tasks"), "llamon_agent.a2a.stores"
+    ),
+}
+"""Where each public name lives; it is loaded from there on first use."""
+
+
+def __getattr__(name: str) -> Any:
+    """Each public name loads its module on first use."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The public names, loaded or not, and what the module holds."""
+    return sorted(set(globals()) | set(__all__))

@@ -20,11 +20,12 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from a2a.types import DataPart, FilePart, Message, Part, TextPart
 
+from llamon_agent.core.flow_context import FlowContext
 from llamon_agent.core.hitl import HITLInterrupt
 
 __all__ = [
@@ -74,21 +75,6 @@ class FinalOutput:
 
 Final = FinalOutput
 """The older name of ``FinalOutput``, kept for code written against it."""
-
-
-@dataclass(frozen=True, slots=True)
-class FlowContext:
-    """Where a flow was when it failed (filled by the flow layer's context hook).
-
-    ``node_id``/``node_kind`` name the failed node; ``completed_nodes`` are in order;
-    ``outputs`` maps a completed node to its output, emitted as an artifact named after
-    the node before the failed answer.
-    """
-
-    node_id: str | None = None
-    node_kind: str | None = None
-    completed_nodes: tuple[str, ...] = ()
-    outputs: Mapping[str, Any] = field(default_factory=dict)
 
 
 EmitFn = Callable[[Chunk], Awaitable[None]]

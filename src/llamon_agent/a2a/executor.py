@@ -75,17 +75,14 @@ from llamon_agent.a2a.agent import (
     FlowContext,
     as_agent,
 )
+from llamon_agent.a2a.parts import application_error_to_parts
 from llamon_agent.a2a.protocol import RequestLimits, check_send_params, with_protocol_data
 from llamon_agent.a2a.stores.guard import GuardedTaskStore
 from llamon_agent.a2a.stores.workers import WORKER_METADATA_KEY, worker_id
 from llamon_agent.a2a.task_locks import RunClaim, TaskClaims
 from llamon_agent.core.classify import classify_exception
 from llamon_agent.core.codes import ErrorCode, Stage, json_rpc_to_error_code
-from llamon_agent.core.error_data import (
-    ApplicationErrorData,
-    application_error_to_parts,
-    make_application_error_data,
-)
+from llamon_agent.core.error_data import ApplicationErrorData, make_application_error_data
 from llamon_agent.core.errors import error_data_for_exception
 from llamon_agent.core.failures import FailureRecord
 from llamon_agent.core.hitl import HITLInterrupt

@@ -23,7 +23,8 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from llamon_agent._extras import requires_extra
-from llamon_agent.a2a.agent import AgentContext, AgentOutput, Chunk, FinalOutput, FlowContext
+from llamon_agent.a2a.agent import AgentContext, AgentOutput, Chunk, FinalOutput
+from llamon_agent.core.flow_context import FlowContext
 from llamon_agent.core.hitl import HITLInterrupt, InterruptKind
 from llamon_agent.flow.builder import HITL_MARKER, GraphBuilder
 from llamon_agent.flow.context import extract_flow_error_context

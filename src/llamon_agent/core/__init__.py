@@ -11,4 +11,9 @@ Modules, in the order a failure travels through them:
 * ``failures``   -- ``FailureRecord``
 * ``scrub``      -- the security boundary every message and evidence passes through
 * ``hitl``       -- ``HITLInterrupt``
+* ``flow_context`` -- ``FlowContext``: where a failed flow stopped
+* ``settings``   -- every ``LLAMON_*`` environment variable, its default and its reader
+
+``core`` imports no transport package (a2a-sdk, mcp, LangGraph, Starlette ...): the layers
+above it (``loop``, ``flow``, ``mcp``, ``a2a``) import it, never the other way round.
 """

@@ -21,9 +21,8 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
-from a2a.types import DataPart, Part, TextPart
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -35,9 +34,12 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from llamon_agent.core.codes import DEFAULT_MESSAGES, ErrorCode
+from llamon_agent.core.codes import ErrorCode
 from llamon_agent.core.scrub import scrub_public_text, scrub_text
 from llamon_agent.core.validation_errors import format_validation_error
+
+if TYPE_CHECKING:
+    from llamon_agent.a2a.parts import application_error_to_parts
 
 __all__ = [
     "APPLICATION_EXTRA_FIELDS",
@@ -287,18 +289,6 @@ def make_application_error_data(
     return _build(ApplicationErrorData, code, reason, message, retriable, extras)
 
 
-def application_error_to_parts(data: BaseErrorData, display_text: str | None = None) -> list[Part]:
-    """The parts of a failed status message: a TextPart to show, then a DataPart with ``data``.
-
-    ``display_text`` defaults to the error message, or a plain sentence for the code.
-    """
-    text = scrub_public_text(display_text) if display_text else data.error_message
-    return [
-        Part(root=TextPart(text=text or DEFAULT_MESSAGES[data.error_code])),
-        Part(root=DataPart(data=data.to_wire())),
-    ]
-
-
 def build_guardrail_extras(
     violation_category: str,
     *,
@@ -333,3 +323,16 @@ def build_guardrail_application_error(
     return make_application_error_data(
         ErrorCode.GUARDRAIL_BLOCKED, reason, message, retriable=False, **fields
     )
+
+
+def __getattr__(name: str) -> Any:
+    """``application_error_to_parts`` moved to ``llamon_agent.a2a.parts`` (it builds a2a
+    parts); it is still importable from here and loads the A2A layer on first use.
+
+    The layer contract allows this one upward import because it runs only here, on first
+    use of the old name (see ``tests/test_layers.py``)."""
+    if name == "application_error_to_parts":
+        from llamon_agent.a2a import parts
+
+        return parts.application_error_to_parts
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

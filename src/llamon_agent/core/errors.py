@@ -11,13 +11,15 @@ Where things live: the codes in ``core.codes``, the exception table in
 ``core.classify``, the payload models and factories in ``core.error_data``, the message
 policy in ``core.messages``. This module re-exports them and adds the raise helpers and
 ``error_data_for_exception``, the one function the A2A executor calls to turn any
-exception into the DataPart a client receives.
+exception into the DataPart a client receives. ``application_error_to_parts`` builds a2a
+parts, so it lives in ``llamon_agent.a2a.parts``; importing it from here loads the A2A
+layer on first use (importing this module does not).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NoReturn, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, NoReturn, NotRequired, TypedDict
 
 from pydantic import ValidationError
 
@@ -35,7 +37,6 @@ from llamon_agent.core.error_data import (
     ErrorNode,
     GuardrailInfo,
     ProtocolErrorData,
-    application_error_to_parts,
     build_guardrail_application_error,
     build_guardrail_extras,
     make_application_error_data,
@@ -45,6 +46,9 @@ from llamon_agent.core.error_data import (
 from llamon_agent.core.messages import public_message
 from llamon_agent.core.validation_errors import format_validation_error
 from llamon_agent.exceptions import GuardrailBlockedError, LlamonApplicationError
+
+if TYPE_CHECKING:
+    from llamon_agent.a2a.parts import application_error_to_parts
 
 __all__ = [
     "JSON_RPC_CODE_TO_ERROR_CODE",
@@ -218,3 +222,13 @@ def error_data_for_exception(
     return make_application_error_data(
         found.code, found.reason, message.text, retriable=found.retriable, **fields
     )
+
+
+def __getattr__(name: str) -> Any:
+    """``application_error_to_parts`` from the A2A layer, loaded on first use (through
+    ``core.error_data``, the one place in ``core`` that reaches up for it)."""
+    if name == "application_error_to_parts":
+        from llamon_agent.core import error_data
+
+        return error_data.application_error_to_parts
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

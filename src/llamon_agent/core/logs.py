@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import traceback
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -34,6 +33,7 @@ from typing import Any, Final
 
 from llamon_agent.core.failures import FailureRecord
 from llamon_agent.core.scrub import scrub_text
+from llamon_agent.core.settings import scrub_logs_enabled
 
 __all__ = [
     "LOG_FIELDS",
@@ -149,7 +149,7 @@ def install_log_scrubbing() -> bool:
     """Scrub every record of ``SCRUBBED_LOGGERS`` -- every logger but the pre-scrubbed
     ones (once per process). True if installed."""
     global _installed
-    if _installed or os.environ.get("LLAMON_SCRUB_LOGS", "1").strip() == "0":
+    if _installed or not scrub_logs_enabled():
         return _installed
     logging.setLogRecordFactory(_scrubbed_factory(logging.getLogRecordFactory()))
     _installed = True

@@ -31,7 +31,6 @@ import enum
 import functools
 import hashlib
 import hmac
-import os
 import re
 import secrets
 import threading
@@ -39,6 +38,8 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any, Final
+
+from llamon_agent.core.settings import scrub_key_setting
 
 __all__ = [
     "REDACTED",
@@ -57,7 +58,6 @@ REDACTED: Final = "[REDACTED]"
 
 _TRUNCATED: Final = "…[truncated]"
 _SCRUB_FAILED_TEXT: Final = "[REDACTED:scrub_failed]"
-_HASH_KEY_ENV: Final = "LLAMON_SCRUB_KEY"
 _EVIDENCE_TEXT_LIMIT: Final = 500
 _MAX_ITEMS: Final = 50
 _MAX_DEPTH: Final = 5
@@ -986,8 +986,7 @@ def _current_hash_key() -> bytes:
         return key
     with _hash_key_lock:
         if _hash_key is None:
-            from_env = os.environ.get(_HASH_KEY_ENV, "")
-            _hash_key = from_env.encode("utf-8") if from_env else secrets.token_bytes(32)
+            _hash_key = scrub_key_setting() or secrets.token_bytes(32)
         return _hash_key
 
 

@@ -1,38 +1,94 @@
-"""Process-wide settings read from ``LLAMON_*`` environment variables.
+"""Every ``LLAMON_*`` environment variable the SDK reads: its name, its default, its reader.
 
-The debug switch for unmapped exception text (off by default); where local state lives
-(``LLAMON_HOME``); which ``mcp.json`` lists the MCP servers (``LLAMON_MCP_CONFIG``);
-which internal networks push webhooks may reach (``LLAMON_PUSH_ALLOW``).
+This module is the one place that reads them; everything else calls a reader here. Each
+reader looks at the environment when called (never cached at import), so a test or an
+operator can change a variable before the part that reads it starts.
+
+* ``LLAMON_HOME`` -- local state (SQLite tasks, checkpoints, ``mcp.json``); ``~/.llamon``.
+* ``LLAMON_DATABASE_URL`` -- a PostgreSQL DSN; ``open_stores()`` then picks ``postgres``.
+* ``LLAMON_WORKER_ID`` -- this process's worker identity; default an opaque id of the host.
+* ``LLAMON_MCP_CONFIG`` -- the ``mcp.json`` ``MCPToolLoader()`` reads; else ``./mcp.json``,
+  then ``$LLAMON_HOME/mcp.json``.
+* ``LLAMON_PUSH_ALLOW`` -- internal networks (CIDR, comma-separated) push webhooks may
+  reach; default public addresses only.
+* ``LLAMON_DEBUG_ERRORS`` -- ``1``: unmapped exception text (scrubbed) reaches clients;
+  off by default.
+* ``LLAMON_SCRUB_KEY`` -- the key of the scrubber's keyed hashes; random per process.
+* ``LLAMON_SCRUB_LOGS`` -- ``0``: other libraries' log records are not scrubbed; on by
+  default.
+* ``LLAMON_API_KEY``, ``LLAMON_BEARER_TOKEN`` -- ``llamon serve``: the API key or bearer
+  token callers must send; none by default.
+
+``StoreKind`` names where tasks and flow checkpoints live (``open_stores()`` picks
+``postgres`` when ``LLAMON_DATABASE_URL`` is set, else ``sqlite``).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Final, Literal, get_args
 
 __all__ = [
+    "API_KEY_ENV",
+    "BEARER_TOKEN_ENV",
+    "DATABASE_URL_ENV",
     "DEBUG_ERRORS_ENV",
     "HOME_ENV",
     "MCP_CONFIG_ENV",
     "PUSH_ALLOW_ENV",
+    "SCRUB_KEY_ENV",
+    "SCRUB_LOGS_ENV",
+    "STORE_KINDS",
+    "WORKER_ID_ENV",
+    "StoreKind",
+    "database_url_setting",
     "debug_errors_enabled",
     "home_directory",
+    "llamon_home",
     "mcp_config_setting",
     "push_allow_setting",
+    "scrub_key_setting",
+    "scrub_logs_enabled",
     "set_debug_errors",
+    "worker_id_setting",
 ]
 
-HOME_ENV = "LLAMON_HOME"
+StoreKind = Literal["sqlite", "memory", "postgres"]
+"""Where tasks live: a local SQLite file, this process's memory, or a PostgreSQL server."""
+
+STORE_KINDS: Final[tuple[str, ...]] = get_args(StoreKind)
+"""The store kinds, in the order ``StoreKind`` lists them."""
+
+HOME_ENV: Final = "LLAMON_HOME"
 """The local state directory (task store, checkpoints, ``mcp.json``); ``~/.llamon`` if unset."""
 
-MCP_CONFIG_ENV = "LLAMON_MCP_CONFIG"
+DATABASE_URL_ENV: Final = "LLAMON_DATABASE_URL"
+"""A PostgreSQL DSN; when set, ``open_stores()`` defaults to the ``postgres`` kind."""
+
+WORKER_ID_ENV: Final = "LLAMON_WORKER_ID"
+"""This process's worker identity; default an opaque id of this host (see ``worker_id``)."""
+
+MCP_CONFIG_ENV: Final = "LLAMON_MCP_CONFIG"
 """The path of the ``mcp.json`` that ``MCPToolLoader()`` reads, when set."""
 
-DEBUG_ERRORS_ENV = "LLAMON_DEBUG_ERRORS"
+DEBUG_ERRORS_ENV: Final = "LLAMON_DEBUG_ERRORS"
 """Set to ``1``/``true``/``yes`` to let unmapped exception text (scrubbed) reach clients."""
 
-PUSH_ALLOW_ENV = "LLAMON_PUSH_ALLOW"
+PUSH_ALLOW_ENV: Final = "LLAMON_PUSH_ALLOW"
 """Comma-separated networks (CIDR) push webhooks may reach although they are internal."""
+
+SCRUB_KEY_ENV: Final = "LLAMON_SCRUB_KEY"
+"""The key of the scrubber's keyed hashes; a random per-process key when unset."""
+
+SCRUB_LOGS_ENV: Final = "LLAMON_SCRUB_LOGS"
+"""Set to ``0`` to leave other libraries' log records unscrubbed; scrubbed otherwise."""
+
+API_KEY_ENV: Final = "LLAMON_API_KEY"
+"""``llamon serve --api-key``: the API key callers must send."""
+
+BEARER_TOKEN_ENV: Final = "LLAMON_BEARER_TOKEN"  # noqa: S105 (a variable name)
+"""``llamon serve --bearer-token``: the bearer token callers must send."""
 
 _override: bool | None = None
 
@@ -56,6 +112,23 @@ def home_directory() -> Path:
     return Path(value).expanduser() if value else Path.home() / ".llamon"
 
 
+def llamon_home() -> Path:
+    """The local state directory: ``$LLAMON_HOME`` or ``~/.llamon``, created if missing."""
+    home = home_directory()
+    home.mkdir(parents=True, exist_ok=True)
+    return home
+
+
+def database_url_setting() -> str | None:
+    """``$LLAMON_DATABASE_URL`` (stripped), or None when unset or empty."""
+    return os.environ.get(DATABASE_URL_ENV, "").strip() or None
+
+
+def worker_id_setting() -> str | None:
+    """``$LLAMON_WORKER_ID`` (stripped), or None when unset or empty."""
+    return os.environ.get(WORKER_ID_ENV, "").strip() or None
+
+
 def mcp_config_setting() -> Path | None:
     """``$LLAMON_MCP_CONFIG`` as a path (``~`` expanded), or None when unset or empty."""
     value = os.environ.get(MCP_CONFIG_ENV, "").strip()
@@ -66,3 +139,14 @@ def push_allow_setting() -> tuple[str, ...]:
     """``$LLAMON_PUSH_ALLOW`` split on commas (blank entries dropped); () when unset."""
     value = os.environ.get(PUSH_ALLOW_ENV, "")
     return tuple(entry.strip() for entry in value.split(",") if entry.strip())
+
+
+def scrub_key_setting() -> bytes | None:
+    """``$LLAMON_SCRUB_KEY`` as UTF-8 bytes, or None when unset or empty."""
+    value = os.environ.get(SCRUB_KEY_ENV, "")
+    return value.encode("utf-8") if value else None
+
+
+def scrub_logs_enabled() -> bool:
+    """False only when ``$LLAMON_SCRUB_LOGS`` is ``0``: log scrubbing is on by default."""
+    return os.environ.get(SCRUB_LOGS_ENV, "1").strip() != "0"

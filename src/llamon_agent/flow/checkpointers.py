@@ -8,14 +8,18 @@ A served flow always has a checkpointer, so its failure context can be read back
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from llamon_agent._extras import requires_extra
-from llamon_agent.a2a.stores import DATABASE_URL_ENV, StoreKind, llamon_home
+from llamon_agent.core.settings import (
+    DATABASE_URL_ENV,
+    StoreKind,
+    database_url_setting,
+    llamon_home,
+)
 from llamon_agent.flow.builder import GraphBuilder
 
 with requires_extra("langgraph", "llamon_agent.flow"):
@@ -48,7 +52,7 @@ async def open_checkpointer(
         async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
             yield saver
     else:
-        url = dsn or os.environ.get(DATABASE_URL_ENV)
+        url = dsn or database_url_setting()
         if not url:
             raise ValueError(f"postgres checkpoints need a DSN (or {DATABASE_URL_ENV})")
         with requires_extra("postgres", "postgres flow checkpoints"):

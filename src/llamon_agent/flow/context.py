@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llamon_agent.a2a.agent import FlowContext
+from llamon_agent.core.flow_context import FlowContext
 from llamon_agent.flow.builder import DEFAULT_NODE_KIND, node_kinds
 
 __all__ = ["extract_flow_error_context"]

@@ -12,28 +12,23 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from llamon_agent.loop.agent import TOOL_RESULTS_ARTIFACT, LoopAgent, outcome_error
-from llamon_agent.loop.dispatch import ToolDispatcher
-from llamon_agent.loop.events import EventHandler, LoopEvent
-from llamon_agent.loop.model import (
-    AssistantMessage,
-    ChatMessage,
-    Model,
-    ModelResponse,
-    RawToolCall,
-    SystemMessage,
-    ToolMessage,
-    ToolSpec,
-    UserMessage,
-)
-from llamon_agent.loop.outcome import LoopOutcome, LoopStatus, ToolCallResult
-from llamon_agent.loop.result import ToolResult
-from llamon_agent.loop.runner import DEFAULT_MAX_ROUNDS, run_loop
-from llamon_agent.loop.scripted import ScriptedModel, ScriptExhaustedError, tool_call
-from llamon_agent.loop.tools import Tool, ToolLike, ToolRegistry, ToolView, tool
-
 if TYPE_CHECKING:
+    from llamon_agent.a2a.loop_agent import TOOL_RESULTS_ARTIFACT, LoopAgent
+    from llamon_agent.loop.dispatch import ToolDispatcher
+    from llamon_agent.loop.events import EventHandler, LoopEvent
     from llamon_agent.loop.langchain import to_langchain_tools
+    from llamon_agent.loop.model import (
+        AssistantMessage,
+        ChatMessage,
+        Model,
+        ModelResponse,
+        RawToolCall,
+        SystemMessage,
+        ToolMessage,
+        ToolSpec,
+        UserMessage,
+    )
+    from llamon_agent.loop.outcome import LoopOutcome, LoopStatus, ToolCallResult, outcome_error
     from llamon_agent.loop.react import (
         ReactInput,
         ReactState,
@@ -43,6 +38,10 @@ if TYPE_CHECKING:
         message_to_dict,
         run_tool_calls,
     )
+    from llamon_agent.loop.result import ToolResult
+    from llamon_agent.loop.runner import DEFAULT_MAX_ROUNDS, run_loop
+    from llamon_agent.loop.scripted import ScriptedModel, ScriptExhaustedError, tool_call
+    from llamon_agent.loop.tools import Tool, ToolLike, ToolRegistry, ToolView, tool
 
 __all__ = [
     "DEFAULT_MAX_ROUNDS",
@@ -84,8 +83,28 @@ __all__ = [
     "tool_call",
 ]
 
-_LANGGRAPH_NAMES = {
+_HOMES: dict[str, str] = {
+    **dict.fromkeys(("EventHandler", "LoopEvent"), "llamon_agent.loop.events"),
     "to_langchain_tools": "llamon_agent.loop.langchain",
+    "ToolDispatcher": "llamon_agent.loop.dispatch",
+    **dict.fromkeys(
+        (
+            "AssistantMessage",
+            "ChatMessage",
+            "Model",
+            "ModelResponse",
+            "RawToolCall",
+            "SystemMessage",
+            "ToolMessage",
+            "ToolSpec",
+            "UserMessage",
+        ),
+        "llamon_agent.loop.model",
+    ),
+    **dict.fromkeys(
+        ("LoopOutcome", "LoopStatus", "ToolCallResult", "outcome_error"),
+        "llamon_agent.loop.outcome",
+    ),
     **dict.fromkeys(
         (
             "ReactInput",
@@ -98,12 +117,42 @@ _LANGGRAPH_NAMES = {
         ),
         "llamon_agent.loop.react",
     ),
+    "ToolResult": "llamon_agent.loop.result",
+    **dict.fromkeys(("DEFAULT_MAX_ROUNDS", "run_loop"), "llamon_agent.loop.runner"),
+    **dict.fromkeys(
+        ("ScriptExhaustedError", "ScriptedModel", "tool_call"), "llamon_agent.loop.scripted"
+    ),
+    **dict.fromkeys(
+        ("Tool", "ToolLike", "ToolRegistry", "ToolView", "tool"), "llamon_agent.loop.tools"
+    ),
 }
+"""Where each public name of the loop lives; it is loaded from there on first use."""
+
+_A2A_NAMES = frozenset({"TOOL_RESULTS_ARTIFACT", "LoopAgent"})
+"""Public here, defined in ``llamon_agent.a2a.loop_agent`` (the loop served over A2A)."""
 
 
 def __getattr__(name: str) -> Any:
-    """The LangGraph pieces (``build_react_graph``, ``to_langchain_tools`` ...) load
-    LangGraph on first use; without ``llamon-agent[langgraph]`` they raise ``ImportError``."""
-    if name in _LANGGRAPH_NAMES:
-        return getattr(import_module(_LANGGRAPH_NAMES[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    """Each public name loads its module on first use, so importing one part of the loop
+    does not load the others. The LangGraph pieces (``build_react_graph``,
+    ``to_langchain_tools`` ...) need ``llamon-agent[langgraph]`` (else ``ImportError``);
+    ``LoopAgent`` loads the A2A layer it adapts the loop to."""
+    if name in _A2A_NAMES:
+        # The A2A adapter of the loop sits a layer above it; ``from llamon_agent.loop
+        # import LoopAgent`` is public, so it is resolved here, on first use only: the one
+        # upward import the layer contract allows in the loop (tests/test_layers.py).
+        from llamon_agent.a2a import loop_agent
+
+        value = getattr(loop_agent, name)
+    else:
+        home = _HOMES.get(name)
+        if home is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The public names, loaded or not, and what the module holds."""
+    return sorted(set(globals()) | set(__all__))

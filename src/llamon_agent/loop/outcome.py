@@ -15,22 +15,45 @@ Whatever the status, ``tool_results`` lists every tool call with its result, in 
 the partial results a caller can still show -- and ``failures`` holds a
 ``FailureRecord`` per failure (observations first as they happened, the terminal one
 last, also available as ``terminal``).
+
+``outcome_error(outcome)`` is the exception that tells a caller how a non-completed run
+ended (what an A2A caller of ``LoopAgent`` receives):
+
+==========================  ==========================================================
+outcome                     exception (and so the A2A answer)
+==========================  ==========================================================
+``invalid_model_response``  ``LlamonApplicationError``: ``UPSTREAM_UNAVAILABLE`` /
+                            ``invalid_model_response``, retriable
+``max_rounds_exceeded``     ``LlamonApplicationError``: ``UPSTREAM_UNAVAILABLE`` /
+                            ``max_rounds_exceeded``, retriable
+``model_error``             ``LlamonApplicationError`` with the model exception's
+                            classification: its code, reason, retriable,
+                            ``retryAfterMs`` when known, ``retried`` (the adapter's
+                            retries of the failing call); an unmapped exception shows
+                            only an incident id. A ``LlamonApplicationError`` or
+                            ``GuardrailBlockedError`` raised by the model is returned
+                            unchanged.
+``tool_escalated``          the tool's exception as it was raised
+==========================  ==========================================================
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias
+from typing import Final, Literal, TypeAlias
 
 from pydantic_core import to_jsonable_python
 
 from llamon_agent.core.classify import Classification
+from llamon_agent.core.codes import ErrorCode
 from llamon_agent.core.failures import FailureRecord
+from llamon_agent.exceptions import GuardrailBlockedError, LlamonApplicationError
 from llamon_agent.loop.model import ChatMessage, RawToolCall
 from llamon_agent.loop.result import ToolResult
 
-__all__ = ["LoopOutcome", "LoopStatus", "ToolCallResult"]
+__all__ = ["LoopOutcome", "LoopStatus", "ToolCallResult", "outcome_error"]
 
 LoopStatus: TypeAlias = Literal[
     "completed", "invalid_model_response", "max_rounds_exceeded", "model_error", "tool_escalated"
@@ -101,3 +124,57 @@ class LoopOutcome:
     def terminal(self) -> FailureRecord | None:
         """The failure that ended the run; None when it completed."""
         return None if self.completed or not self.failures else self.failures[-1]
+
+
+_SOURCE_LOCATOR: Final = re.compile(r"[\x21-\x7e]{1,100}")
+
+
+def _terminal(outcome: LoopOutcome) -> FailureRecord:
+    record = outcome.terminal
+    if record is None:  # a non-completed outcome always ends with its terminal record
+        return FailureRecord.of(outcome.status, stage="tool_loop")
+    return record
+
+
+def outcome_error(outcome: LoopOutcome, *, model_name: str | None = None) -> BaseException:
+    """The exception that tells a caller how a non-completed run ended (see above).
+
+    ``model_name``, when it is printable ASCII, becomes ``errorSource="llm:<name>"``.
+    """
+    record = _terminal(outcome)
+    source: dict[str, object] = {}
+    if isinstance(model_name, str) and _SOURCE_LOCATOR.fullmatch(model_name):
+        source["errorSource"] = f"llm:{model_name}"
+    if outcome.status == "tool_escalated" and outcome.classification is not None:
+        return outcome.classification.exception
+    if outcome.status == "model_error" and outcome.classification is not None:
+        found = outcome.classification
+        if isinstance(found.exception, LlamonApplicationError | GuardrailBlockedError):
+            return found.exception
+        extras: dict[str, object] = dict(source)
+        if found.retry_after_ms is not None:
+            extras["retryAfterMs"] = found.retry_after_ms
+        if found.retried:
+            extras["retried"] = found.retried
+        incident = record.evidence.get("incident_id")
+        if isinstance(incident, str):
+            extras["incidentId"] = incident
+        error = LlamonApplicationError(
+            found.code, found.reason, message=record.message, retriable=found.retriable, **extras
+        )
+        error.__cause__ = found.exception
+        return error
+    if outcome.status == "invalid_model_response":
+        return LlamonApplicationError(
+            ErrorCode.UPSTREAM_UNAVAILABLE,
+            "invalid_model_response",
+            message=record.message,
+            retriable=True,
+            **source,
+        )
+    return LlamonApplicationError(
+        ErrorCode.UPSTREAM_UNAVAILABLE,
+        "max_rounds_exceeded",
+        message=record.message,
+        retriable=True,
+    )

@@ -9,37 +9,50 @@ escalates), and a server's JSON-RPC refusal (``MCPError``) escalates at once. Se
 ``docs/mcp.md`` for the table and a guide for tool authors.
 """
 
-from llamon_agent.mcp.arguments import check_arguments
-from llamon_agent.mcp.config import (
-    MCP_CONFIG_FILENAME,
-    MCPConfig,
-    MCPConfigError,
-    MCPServerConfig,
-    find_mcp_config,
-    load_mcp_config,
-    read_mcp_config,
-)
-from llamon_agent.mcp.errors import (
-    MCPLoadError,
-    MCPProtocolError,
-    MCPToolTimeoutError,
-    MCPToolUnavailableError,
-)
-from llamon_agent.mcp.loader import MCPSession, MCPToolLoader, ServerTarget
-from llamon_agent.mcp.normalizer import (
-    DEFAULT_MAX_TRANSPORT_FAILURES,
-    MCPTool,
-    McpToolOutput,
-    RequestBudget,
-    ToolCaller,
-    unavailable_text,
-    wrap_tool_output_normalizer,
-)
-from llamon_agent.mcp.transport import (
-    classify_mcp_failure,
-    is_session_lost,
-    is_transport_failure,
-)
+from __future__ import annotations
+
+from importlib import import_module
+from importlib.util import find_spec
+from typing import TYPE_CHECKING, Any
+
+from llamon_agent._extras import requires_extra
+
+with requires_extra("mcp", "llamon_agent.mcp"):  # say so now, not on first use
+    if find_spec("mcp") is None:
+        raise ModuleNotFoundError("No module named 'mcp'", name="mcp")
+
+if TYPE_CHECKING:
+    from llamon_agent.mcp.arguments import check_arguments
+    from llamon_agent.mcp.config import (
+        MCP_CONFIG_FILENAME,
+        MCPConfig,
+        MCPConfigError,
+        MCPServerConfig,
+        find_mcp_config,
+        load_mcp_config,
+        read_mcp_config,
+    )
+    from llamon_agent.mcp.errors import (
+        MCPLoadError,
+        MCPProtocolError,
+        MCPToolTimeoutError,
+        MCPToolUnavailableError,
+    )
+    from llamon_agent.mcp.loader import MCPSession, MCPToolLoader, ServerTarget
+    from llamon_agent.mcp.normalizer import (
+        DEFAULT_MAX_TRANSPORT_FAILURES,
+        MCPTool,
+        McpToolOutput,
+        RequestBudget,
+        ToolCaller,
+        unavailable_text,
+        wrap_tool_output_normalizer,
+    )
+    from llamon_agent.mcp.transport import (
+        classify_mcp_failure,
+        is_session_lost,
+        is_transport_failure,
+    )
 
 __all__ = [
     "DEFAULT_MAX_TRANSPORT_FAILURES",
@@ -68,3 +81,57 @@ __all__ = [
     "unavailable_text",
     "wrap_tool_output_normalizer",
 ]
+
+_HOMES: dict[str, str] = {
+    "check_arguments": "llamon_agent.mcp.arguments",
+    **dict.fromkeys(
+        (
+            "MCP_CONFIG_FILENAME",
+            "MCPConfig",
+            "MCPConfigError",
+            "MCPServerConfig",
+            "find_mcp_config",
+            "load_mcp_config",
+            "read_mcp_config",
+        ),
+        "llamon_agent.mcp.config",
+    ),
+    **dict.fromkeys(
+        ("MCPLoadError", "MCPProtocolError", "MCPToolTimeoutError", "MCPToolUnavailableError"),
+        "llamon_agent.mcp.errors",
+    ),
+    **dict.fromkeys(("MCPSession", "MCPToolLoader", "ServerTarget"), "llamon_agent.mcp.loader"),
+    **dict.fromkeys(
+        (
+            "DEFAULT_MAX_TRANSPORT_FAILURES",
+            "MCPTool",
+            "McpToolOutput",
+            "RequestBudget",
+            "ToolCaller",
+            "unavailable_text",
+            "wrap_tool_output_normalizer",
+        ),
+        "llamon_agent.mcp.normalizer",
+    ),
+    **dict.fromkeys(
+        ("classify_mcp_failure", "is_session_lost", "is_transport_failure"),
+        "llamon_agent.mcp.transport",
+    ),
+}
+"""Where each public name lives; it is loaded from there on first use."""
+
+
+def __getattr__(name: str) -> Any:
+    """Each public name loads its module on first use: reading an ``mcp.json`` or an MCP
+    error class does not load the MCP client (``MCPToolLoader`` does)."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The public names, loaded or not, and what the module holds."""
+    return sorted(set(globals()) | set(__all__))

@@ -24,12 +24,11 @@ What the caller sees:
 from __future__ import annotations
 
 import logging
-import os
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final, Literal, get_args
+from typing import Final
 from uuid import uuid4
 
 from a2a.server.tasks import (
@@ -41,6 +40,7 @@ from a2a.server.tasks import (
 from a2a.types import Message, Role, Task, TaskState, TaskStatus
 
 from llamon_agent._extras import missing_extra
+from llamon_agent.a2a.parts import application_error_to_parts
 from llamon_agent.a2a.stores.memory import (
     BoundedMemoryPushConfigStore,
     BoundedMemoryTaskStore,
@@ -52,17 +52,16 @@ from llamon_agent.a2a.stores.sqlite import (
     open_sqlite_database,
 )
 from llamon_agent.a2a.stores.sqlite_db import SQLITE_BUSY_TIMEOUT_MS, SQLiteDatabase
-from llamon_agent.a2a.stores.workers import (
-    ORPHAN_STATES,
+from llamon_agent.a2a.stores.workers import ORPHAN_STATES, WORKER_METADATA_KEY, worker_id
+from llamon_agent.core.errors import ApplicationErrorData, ErrorCode, make_application_error_data
+from llamon_agent.core.settings import (
+    DATABASE_URL_ENV,
+    HOME_ENV,
+    STORE_KINDS,
     WORKER_ID_ENV,
-    WORKER_METADATA_KEY,
-    worker_id,
-)
-from llamon_agent.core.errors import (
-    ApplicationErrorData,
-    ErrorCode,
-    application_error_to_parts,
-    make_application_error_data,
+    StoreKind,
+    database_url_setting,
+    llamon_home,
 )
 
 _NO_POSTGRES: ImportError | None = None
@@ -96,19 +95,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-StoreKind = Literal["sqlite", "memory", "postgres"]
-"""Where tasks live: a local SQLite file, this process's memory, or a PostgreSQL server."""
-
-HOME_ENV: Final = "LLAMON_HOME"
-"""Directory for local state (the SQLite task file); default ``~/.llamon``."""
-
-DATABASE_URL_ENV: Final = "LLAMON_DATABASE_URL"
-"""A PostgreSQL DSN; when set, ``open_stores()`` defaults to the ``postgres`` kind."""
-
 SQLITE_FILENAME: Final = "tasks.db"
 """Name of the SQLite task file under the home directory."""
 
-_KINDS: Final[tuple[str, ...]] = get_args(StoreKind)
+_KINDS: Final = STORE_KINDS
 _POSTGRES_SCHEMES: Final = frozenset({"postgresql", "postgres", "postgresql+asyncpg"})
 _LOGGED_IDS: Final = 20
 _USERINFO_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://[^:/@?#]*:)(.*)@")
@@ -144,14 +134,6 @@ class Stores:
             await self.engine.dispose()
         if self.database is not None:
             await self.database.close()
-
-
-def llamon_home() -> Path:
-    """The local state directory: ``$LLAMON_HOME`` or ``~/.llamon``, created if missing."""
-    configured = os.environ.get(HOME_ENV, "").strip()
-    home = Path(configured).expanduser() if configured else Path.home() / ".llamon"
-    home.mkdir(parents=True, exist_ok=True)
-    return home
 
 
 def _mask_dsn(dsn: str) -> str:
@@ -197,7 +179,7 @@ def _libpq_params_to_asyncpg(url: URL) -> URL:
 def _resolve_kind(kind: str | None, dsn: str | None) -> tuple[StoreKind, str | None]:
     """The kind to open and, for postgres, the raw DSN to use."""
     dsn = dsn or None
-    env_dsn = os.environ.get(DATABASE_URL_ENV, "").strip() or None
+    env_dsn = database_url_setting()
     if kind is None:
         kind = "postgres" if dsn or env_dsn else "sqlite"
     if kind == "postgres":

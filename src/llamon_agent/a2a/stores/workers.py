@@ -16,15 +16,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
-import os
 import socket
 from pathlib import Path
 from typing import Final
 
-__all__ = ["ORPHAN_STATES", "WORKER_ID_ENV", "WORKER_METADATA_KEY", "worker_id"]
+from llamon_agent.core.settings import WORKER_ID_ENV, worker_id_setting
 
-WORKER_ID_ENV: Final = "LLAMON_WORKER_ID"
-"""This process's worker identity; default an opaque id of this host (see ``worker_id``)."""
+__all__ = ["ORPHAN_STATES", "WORKER_ID_ENV", "WORKER_METADATA_KEY", "worker_id"]
 
 WORKER_METADATA_KEY: Final = "llamon.worker"
 """Task metadata key holding the ``worker_id()`` of the process that created the task."""
@@ -62,4 +60,4 @@ def worker_id() -> str:
     Several server processes on one host must each set ``LLAMON_WORKER_ID``, or one
     process's reconciliation would end the tasks the others are still running.
     """
-    return os.environ.get(WORKER_ID_ENV, "").strip() or _host_worker_id(socket.gethostname())
+    return worker_id_setting() or _host_worker_id(socket.gethostname())
