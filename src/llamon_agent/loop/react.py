@@ -41,7 +41,7 @@ from typing_extensions import TypedDict  # pydantic's JSON schema (Python < 3.12
 
 from llamon_agent._extras import requires_extra
 from llamon_agent.core.failures import FailureRecord
-from llamon_agent.loop.agent import outcome_error
+from llamon_agent.loop.outcome import outcome_error
 from llamon_agent.loop.dispatch import ToolDispatcher, ToolEscalation
 from llamon_agent.loop.model import (
     AssistantMessage,
