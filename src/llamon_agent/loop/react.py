@@ -41,7 +41,6 @@ from typing_extensions import TypedDict  # pydantic's JSON schema (Python < 3.12
 
 from llamon_agent._extras import requires_extra
 from llamon_agent.core.failures import FailureRecord
-from llamon_agent.loop.outcome import outcome_error
 from llamon_agent.loop.dispatch import ToolDispatcher, ToolEscalation
 from llamon_agent.loop.model import (
     AssistantMessage,
@@ -53,7 +52,7 @@ from llamon_agent.loop.model import (
     ToolMessage,
     UserMessage,
 )
-from llamon_agent.loop.outcome import LoopOutcome, ToolCallResult
+from llamon_agent.loop.outcome import LoopOutcome, ToolCallResult, outcome_error
 from llamon_agent.loop.tools import ToolRegistry, Tools, ToolView
 
 with requires_extra("langgraph", "llamon_agent.loop.react"):
