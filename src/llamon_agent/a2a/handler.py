@@ -140,19 +140,26 @@ class _Reader(ResultAggregator):
         self._stopped = stopped
         self._ended = ended  # the run's events are all read: its end (if any) is stored
 
+    @contextlib.asynccontextmanager
+    async def _reporting_stop(self) -> AsyncIterator[None]:
+        """Report an ``Exception`` of the block to ``stopped``, then let it go on. A client
+        that left a stream (``GeneratorExit``) is no failure: a2a-sdk reads on."""
+        try:
+            yield
+        except Exception as exc:
+            await self._stopped(exc)
+            raise
+
     async def consume_and_break_on_interrupt(
         self,
         consumer: EventConsumer,
         blocking: bool = True,
         event_callback: Callable[[], Awaitable[None]] | None = None,
     ) -> tuple[Task | Message | None, bool, asyncio.Task[Any] | None]:
-        try:
+        async with self._reporting_stop():
             result = await super().consume_and_break_on_interrupt(
                 consumer, blocking, event_callback
             )
-        except Exception as exc:
-            await self._stopped(exc)
-            raise
         if result[2] is None:  # nothing is read on in the background
             self._ended()
         return result
@@ -162,28 +169,19 @@ class _Reader(ResultAggregator):
         event_stream: AsyncIterator[Event],
         event_callback: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        try:
+        async with self._reporting_stop():
             await super()._continue_consuming(event_stream, event_callback)
-        except Exception as exc:
-            await self._stopped(exc)
-            raise
         self._ended()
 
     async def consume_and_emit(self, consumer: EventConsumer) -> AsyncGenerator[Event]:
-        try:
+        async with self._reporting_stop():
             async for event in super().consume_and_emit(consumer):
                 yield event
-        except Exception as exc:  # a client that left (GeneratorExit) is read on by a2a
-            await self._stopped(exc)
-            raise
         self._ended()
 
     async def consume_all(self, consumer: EventConsumer) -> Task | Message | None:
-        try:
+        async with self._reporting_stop():
             result = await super().consume_all(consumer)
-        except Exception as exc:
-            await self._stopped(exc)
-            raise
         self._ended()
         return result
 
