@@ -271,9 +271,6 @@ class GeneratorAgent:
         return parts
 
 
-AgentLike: TypeAlias = Agent | Callable[..., Any]
-
-
 def as_agent(obj: object) -> Agent:
     """The ``Agent`` for ``obj`` (see the module docstring); ``TypeError`` if none fits."""
     if "langgraph" in sys.modules:  # a graph or flow exists only if LangGraph is loaded

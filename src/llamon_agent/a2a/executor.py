@@ -42,7 +42,7 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -60,10 +60,8 @@ from a2a.types import (
     Task,
     TaskState,
     TaskStatus,
-    TextPart,
 )
 from a2a.utils.errors import ServerError
-from pydantic_core import to_jsonable_python
 
 from llamon_agent.a2a.agent import (
     Agent,
@@ -75,7 +73,15 @@ from llamon_agent.a2a.agent import (
     FlowContext,
     as_agent,
 )
-from llamon_agent.a2a.parts import application_error_to_parts
+from llamon_agent.a2a.parts import (
+    application_error_to_parts,
+    chunk_to_part,
+    completed_parts,
+    interrupt_parts,
+    output_to_parts,
+    progress_parts,
+    text_part,
+)
 from llamon_agent.a2a.protocol import RequestLimits, check_send_params, with_protocol_data
 from llamon_agent.a2a.stores.guard import GuardedTaskStore
 from llamon_agent.a2a.stores.workers import WORKER_METADATA_KEY, worker_id
@@ -89,7 +95,7 @@ from llamon_agent.core.hitl import HITLInterrupt
 from llamon_agent.core.logs import LOG_FIELDS, failure_log_fields
 from llamon_agent.exceptions import GuardrailBlockedError, LlamonApplicationError
 
-__all__ = ["CustomAgentExecutor"]
+__all__ = ["CustomAgentExecutor", "RaisedProtocolErrors"]
 
 logger = logging.getLogger("llamon_agent.a2a")
 failure_logger = logging.getLogger("llamon_agent.failures")
@@ -100,28 +106,30 @@ built only when that level is enabled. An unmapped exception is also logged at E
 its incident id and traceback (``llamon_agent.errors``).
 """
 
-TERMINAL_STATES = frozenset(
-    {TaskState.completed, TaskState.failed, TaskState.canceled, TaskState.rejected}
-)
 PAUSED_STATES = frozenset({TaskState.input_required, TaskState.auth_required})
 
 
-def _to_part(chunk: Chunk) -> Part:
-    if isinstance(chunk, Part):
-        return chunk
-    if isinstance(chunk, str):
-        return Part(root=TextPart(text=chunk))
-    return Part(root=DataPart(data=to_jsonable_python(dict(chunk), fallback=str)))
+class RaisedProtocolErrors:
+    """The executor -> request handler side channel: the ``ServerError`` an agent raised.
 
+    An agent that raises ``ServerError`` ends its task ``failed`` (``tasks/get`` shows
+    it), but the caller of the request that ran it must receive that JSON-RPC error. The
+    executor runs in a background task and cannot raise it to the caller: it puts the
+    error here under the task's id (``with_protocol_data`` applied), and the request
+    handler takes it -- once -- when the request reads the task's failed end, and raises
+    it as the request's answer (``message/send``) or last event (``message/stream``).
+    """
 
-def _to_parts(value: Any) -> list[Part]:
-    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
-        if all(isinstance(item, Part) for item in value):
-            return list(value)
-        return [Part(root=DataPart(data={"items": to_jsonable_python(value, fallback=str)}))]
-    if isinstance(value, str | Part | Mapping):
-        return [_to_part(value)]
-    return [Part(root=DataPart(data={"value": to_jsonable_python(value, fallback=str)}))]
+    def __init__(self) -> None:
+        self._errors: dict[str, ServerError] = {}
+
+    def put(self, task_id: str, error: ServerError) -> None:
+        """Keep ``error`` as the answer to the request running ``task_id``."""
+        self._errors[task_id] = error
+
+    def pop(self, task_id: str | None) -> ServerError | None:
+        """The error kept for ``task_id`` (taken: a second call returns ``None``)."""
+        return self._errors.pop(task_id, None) if task_id else None
 
 
 @dataclass
@@ -157,6 +165,11 @@ class _Run:
     def lock(self) -> asyncio.Lock:
         return self.claim.lock
 
+    def other_publisher(self) -> _Run:
+        """Another publisher of this run's end (shutdown): the same task, queue and claim,
+        its own ``ending``, so it ends the run only if the run's end is still open."""
+        return _Run(updater=self.updater, task=self.task, streaming=False, claim=self.claim)
+
     @property
     def terminal(self) -> bool:
         """Whether this publisher must publish nothing more: the run's end was decided,
@@ -189,7 +202,8 @@ class CustomAgentExecutor(AgentExecutor):
         self._runs: dict[str, _Run] = {}
         self.claims = TaskClaims()
         """The run claim of each task (``task_locks``); the request handler takes them."""
-        self._protocol_errors: dict[str, ServerError] = {}
+        self.protocol_errors = RaisedProtocolErrors()
+        """What the agent raised as a JSON-RPC error, for the request handler to answer."""
 
     # -- protocol level -------------------------------------------------------------
 
@@ -206,8 +220,9 @@ class CustomAgentExecutor(AgentExecutor):
             raise problem
 
     def pop_protocol_error(self, task_id: str | None) -> ServerError | None:
-        """The protocol error the agent raised for ``task_id`` (taken once)."""
-        return self._protocol_errors.pop(task_id, None) if task_id else None
+        """The protocol error the agent raised for ``task_id`` (taken once); the same as
+        ``protocol_errors.pop(task_id)``."""
+        return self.protocol_errors.pop(task_id)
 
     # -- execution ------------------------------------------------------------------
 
@@ -300,7 +315,7 @@ class CustomAgentExecutor(AgentExecutor):
             return await self.agent.invoke(ctx)
 
     async def _emit(self, run: _Run, chunk: Chunk) -> None:
-        part = _to_part(chunk)
+        part = chunk_to_part(chunk)
         run.published = True
         if run.held is not None:
             run.held.append(part)
@@ -359,11 +374,12 @@ class CustomAgentExecutor(AgentExecutor):
         async with run.lock:
             if run.terminal:  # the run was ended (cancelled): nothing more is published
                 return
-            await run.updater.add_artifact(_to_parts(value), name=name, last_chunk=True)
+            await run.updater.add_artifact(output_to_parts(value), name=name, last_chunk=True)
 
-    async def _take_end(self, run: _Run, state: TaskState) -> bool:
+    async def _claim_terminal(self, run: _Run, state: TaskState) -> bool:
         """Whether ``run`` may publish its end as ``state``: it won the decision now, or
-        it is already publishing the end it won."""
+        it is already publishing the end it won. The one terminal-state guard: the
+        answer, a failure, the guardrail, a cancel and shutdown all end a run through it."""
         if run.ending:
             return True
         async with run.lock:
@@ -375,9 +391,7 @@ class CustomAgentExecutor(AgentExecutor):
     async def _progress(self, run: _Run, text: str, data: Mapping[str, Any] | None) -> None:
         """A ``working`` status update with ``text`` (+ ``data``) as its message."""
         run.published = True
-        parts = [Part(root=TextPart(text=text))]
-        if data is not None:
-            parts.append(Part(root=DataPart(data=to_jsonable_python(dict(data), fallback=str))))
+        parts = progress_parts(text, data)
         async with run.lock:
             if run.terminal:
                 return
@@ -391,33 +405,25 @@ class CustomAgentExecutor(AgentExecutor):
             state = TaskState.auth_required if auth else TaskState.input_required
         else:
             state = TaskState.completed
-        if not await self._take_end(run, state):
+        if not await self._claim_terminal(run, state):
             return  # cancelled first: none of the answer is published
         await self._release(run)
         if run.chunks and isinstance(output, str) and not streamed:
             # emitted chunks, then returned text: the text is the stream's last chunk
-            await self._send_chunks(run, [Part(root=TextPart(text=output))])
+            await self._send_chunks(run, [text_part(output)])
             output = None
         await self._close_stream(run)
         if isinstance(output, HITLInterrupt):
-            question = output.payload.get("question") or output.payload.get("message")
-            parts = [
-                Part(root=TextPart(text=str(question or "More input is needed."))),
-                Part(root=DataPart(data=to_jsonable_python(dict(output.payload), fallback=str))),
-            ]
-            await self._end(run, state, parts)
+            await self._end(run, state, interrupt_parts(output))
             return
         if isinstance(output, Completed):
-            parts = [Part(root=DataPart(data=to_jsonable_python(dict(output.data), fallback=str)))]
-            if output.text:
-                parts.insert(0, Part(root=TextPart(text=output.text)))
-            await run.updater.add_artifact(parts, name="result", last_chunk=True)
-            text = [Part(root=TextPart(text=output.text))] if output.text else None
+            await run.updater.add_artifact(completed_parts(output), name="result", last_chunk=True)
+            text = [text_part(output.text)] if output.text else None
             await self._end(run, TaskState.completed, text)
             return
         if output is not None and not (isinstance(output, str) and run.chunks):
             name = "result" if isinstance(output, Mapping) else "response"
-            await run.updater.add_artifact(_to_parts(output), name=name, last_chunk=True)
+            await run.updater.add_artifact(output_to_parts(output), name=name, last_chunk=True)
         await self._end(run, TaskState.completed, None)
 
     # -- failures -------------------------------------------------------------------
@@ -437,7 +443,7 @@ class CustomAgentExecutor(AgentExecutor):
         self, run: _Run, exc: BaseException, ctx: AgentContext
     ) -> None:
         """The failed answer: flow context, kept artifacts, then failed + text + data."""
-        if not await self._take_end(run, TaskState.failed):
+        if not await self._claim_terminal(run, TaskState.failed):
             return  # cancelled first: the failure is not published
         found = classify_exception(exc)
         guardrail = isinstance(found.exception, GuardrailBlockedError)
@@ -459,10 +465,7 @@ class CustomAgentExecutor(AgentExecutor):
         data = error_data_for_exception(exc, classification=found, **extras)
         self._log_failure(run, exc, data, flow)
         parts = application_error_to_parts(data)
-        if guardrail:
-            await self._end_guardrail(run, parts)
-        else:
-            await self._end(run, TaskState.failed, parts)
+        await self._end(run, TaskState.failed, parts, drop_artifacts=guardrail)
 
     def _log_failure(
         self, run: _Run, exc: BaseException, data: ApplicationErrorData, flow: FlowContext | None
@@ -492,7 +495,7 @@ class CustomAgentExecutor(AgentExecutor):
 
     async def _protocol_failure(self, run: _Run, exc: ServerError) -> None:
         """The agent raised ServerError: a JSON-RPC error for the caller, a failed task."""
-        if not await self._take_end(run, TaskState.failed):
+        if not await self._claim_terminal(run, TaskState.failed):
             return  # cancelled first: the caller gets the canceled task
         data = self._record_protocol_error(run.task_id, exc)
         if run.held is not None:
@@ -503,7 +506,7 @@ class CustomAgentExecutor(AgentExecutor):
     def _record_protocol_error(self, task_id: str, exc: ServerError) -> ApplicationErrorData:
         """Keep ``exc`` (with ProtocolErrorData) for the handler; the task's failure data."""
         error = with_protocol_data(exc)
-        self._protocol_errors[task_id] = error
+        self.protocol_errors.put(task_id, error)
         inner = error.error
         wire = inner.data if inner is not None and isinstance(inner.data, dict) else {}
         code = json_rpc_to_error_code(inner.code if inner is not None else -32603)
@@ -537,47 +540,53 @@ class CustomAgentExecutor(AgentExecutor):
         await updater.failed(updater.new_agent_message(application_error_to_parts(data)))
         return True
 
-    async def _end_guardrail(self, run: _Run, parts: list[Part]) -> None:
-        """failed + GUARDRAIL_BLOCKED with every artifact of the task withheld."""
-        if not await self._take_end(run, TaskState.failed):
+    async def _end(
+        self,
+        run: _Run,
+        state: TaskState,
+        parts: list[Part] | None,
+        *,
+        drop_artifacts: bool = False,
+    ) -> None:
+        """End ``run`` as ``state`` (with ``parts`` as the status message) if it may:
+        ``_claim_terminal``, then ``_publish_terminal``."""
+        if not await self._claim_terminal(run, state):
             return
-        run.ending = False  # published below; nothing after it
-        status = TaskStatus(
-            state=TaskState.failed, message=_agent_message(run, parts), timestamp=_now()
-        )
-        task = Task(
-            id=run.task_id,
-            context_id=run.task.context_id,
-            status=status,
-            artifacts=None,
-            history=run.task.history,
-            metadata=run.task.metadata,
-        )
-        try:
-            await run.updater.event_queue.enqueue_event(task)
-        except Exception:
-            logger.exception("task %s: the event queue refused the final event", run.task_id)
-            await self._persist_terminal(run, status)
-
-    async def _end(self, run: _Run, state: TaskState, parts: list[Part] | None) -> None:
-        """Publish the run's last status once; write it to the store directly when the
-        queue is closed (nobody reads it any more) or refuses the event."""
-        if not await self._take_end(run, state):
-            return
-        run.ending = False  # published below; nothing after it
         message = _agent_message(run, parts) if parts else None
-        if run.updater.event_queue.is_closed():
-            await self._persist_terminal(
-                run, TaskStatus(state=state, message=message, timestamp=_now())
-            )
-            return
-        try:
-            await run.updater.update_status(state, message=message, final=True)
-        except Exception:
-            logger.exception("task %s: the event queue refused the final event", run.task_id)
-            await self._persist_terminal(
-                run, TaskStatus(state=state, message=message, timestamp=_now())
-            )
+        status = TaskStatus(state=state, message=message, timestamp=_now())
+        await self._publish_terminal(run, status, drop_artifacts=drop_artifacts)
+
+    async def _publish_terminal(
+        self,
+        run: _Run,
+        status: TaskStatus,
+        *,
+        drop_artifacts: bool = False,
+        to_store: bool = False,
+    ) -> None:
+        """Publish ``status`` as the run's last event; the caller claimed the end
+        (``_claim_terminal``), and nothing of the run is published after it.
+
+        On the run's event queue, the final status-update; with ``drop_artifacts`` the
+        task itself, its artifacts withheld, instead (a2a-sdk stores it as it is: the
+        guardrail's end). Written to the task store directly instead when ``to_store``
+        (shutdown: the event consumers stop with the server), when the queue is closed
+        (nobody reads it any more) or when it refuses the event.
+        """
+        run.ending = False  # published below; nothing after it
+        queue = run.updater.event_queue
+        if not to_store and not queue.is_closed():
+            try:
+                if drop_artifacts:
+                    await queue.enqueue_event(_without_artifacts(run.task, status))
+                else:
+                    await run.updater.update_status(
+                        status.state, message=status.message, final=True, timestamp=status.timestamp
+                    )
+                return
+            except Exception:
+                logger.exception("task %s: the event queue refused the final event", run.task_id)
+        await self._persist_terminal(run, status)
 
     async def _persist_terminal(self, run: _Run, status: TaskStatus) -> None:
         """Write ``status`` to the store; a guarded store retries it while it is down."""
@@ -625,15 +634,15 @@ class CustomAgentExecutor(AgentExecutor):
             retriable=True,
         )
         for run in list(self._runs.values()):
-            async with run.lock:
-                if not run.claim.decide(TaskState.failed):
-                    continue
+            stopper = run.other_publisher()  # the run itself may be publishing its own end
+            if not await self._claim_terminal(stopper, TaskState.failed):
+                continue
             status = TaskStatus(
                 state=TaskState.failed,
                 message=_agent_message(run, application_error_to_parts(data)),
                 timestamp=_now(),
             )
-            await self._persist_terminal(run, status)
+            await self._publish_terminal(stopper, status, to_store=True)
             ended.append(run.task_id)
         if isinstance(self.task_store, GuardedTaskStore):
             await self.task_store.drain()  # last try at ends the store refused; retries stop
@@ -680,6 +689,18 @@ class _Streamed:
     """The ``FinalOutput(output)`` a stream ended with: its text was streamed already."""
 
     output: AgentOutput
+
+
+def _without_artifacts(task: Task, status: TaskStatus) -> Task:
+    """``task`` ended with ``status``, its artifacts withheld (the guardrail's end)."""
+    return Task(
+        id=task.id,
+        context_id=task.context_id,
+        status=status,
+        artifacts=None,
+        history=task.history,
+        metadata=task.metadata,
+    )
 
 
 def _agent_message(run: _Run, parts: list[Part]) -> Message:

@@ -5,7 +5,8 @@
 2. Every JSON-RPC error a caller receives carries ``ProtocolErrorData`` in ``error.data``
    and a scrubbed message -- including a2a-sdk's own (task not found, not cancelable) and
    whatever else a request raises outside the agent (a task store that failed: classified
-   by the one table, e.g. ``database_unavailable``; see ``protocol_error_for_exception``).
+   by the one table, e.g. ``database_unavailable``). Every method runs in
+   ``with as_protocol_errors():`` (``llamon_agent.a2a.protocol``), the one translator.
    A stream that hits one ends with that JSON-RPC error event instead of a cut connection.
 
 A stream ends with a status-update: a ``Task`` the executor publishes to end a task
@@ -77,12 +78,12 @@ from a2a.types import (
 )
 from a2a.utils.errors import ServerError
 
-from llamon_agent.a2a.executor import PAUSED_STATES, TERMINAL_STATES, CustomAgentExecutor
+from llamon_agent.a2a.executor import PAUSED_STATES, CustomAgentExecutor
 from llamon_agent.a2a.ownership import OwnedTaskStore, masked_push_config
 from llamon_agent.a2a.parts import application_error_to_parts
-from llamon_agent.a2a.protocol import protocol_error_for_exception, push_not_supported
+from llamon_agent.a2a.protocol import as_protocol_errors, push_not_supported
 from llamon_agent.a2a.queues import LlamonQueueManager, abandon_queue
-from llamon_agent.a2a.stores.guard import GuardedTaskStore, guard_task_store
+from llamon_agent.a2a.stores.guard import TERMINAL_STATES, GuardedTaskStore, guard_task_store
 from llamon_agent.a2a.task_locks import RunClaim, TaskClaims, task_busy
 from llamon_agent.core.errors import error_data_for_exception
 
@@ -139,19 +140,26 @@ class _Reader(ResultAggregator):
         self._stopped = stopped
         self._ended = ended  # the run's events are all read: its end (if any) is stored
 
+    @contextlib.asynccontextmanager
+    async def _reporting_stop(self) -> AsyncIterator[None]:
+        """Report an ``Exception`` of the block to ``stopped``, then let it go on. A client
+        that left a stream (``GeneratorExit``) is no failure: a2a-sdk reads on."""
+        try:
+            yield
+        except Exception as exc:
+            await self._stopped(exc)
+            raise
+
     async def consume_and_break_on_interrupt(
         self,
         consumer: EventConsumer,
         blocking: bool = True,
         event_callback: Callable[[], Awaitable[None]] | None = None,
     ) -> tuple[Task | Message | None, bool, asyncio.Task[Any] | None]:
-        try:
+        async with self._reporting_stop():
             result = await super().consume_and_break_on_interrupt(
                 consumer, blocking, event_callback
             )
-        except Exception as exc:
-            await self._stopped(exc)
-            raise
         if result[2] is None:  # nothing is read on in the background
             self._ended()
         return result
@@ -161,28 +169,19 @@ class _Reader(ResultAggregator):
         event_stream: AsyncIterator[Event],
         event_callback: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        try:
+        async with self._reporting_stop():
             await super()._continue_consuming(event_stream, event_callback)
-        except Exception as exc:
-            await self._stopped(exc)
-            raise
         self._ended()
 
     async def consume_and_emit(self, consumer: EventConsumer) -> AsyncGenerator[Event]:
-        try:
+        async with self._reporting_stop():
             async for event in super().consume_and_emit(consumer):
                 yield event
-        except Exception as exc:  # a client that left (GeneratorExit) is read on by a2a
-            await self._stopped(exc)
-            raise
         self._ended()
 
     async def consume_all(self, consumer: EventConsumer) -> Task | Message | None:
-        try:
+        async with self._reporting_stop():
             result = await super().consume_all(consumer)
-        except Exception as exc:
-            await self._stopped(exc)
-            raise
         self._ended()
         return result
 
@@ -357,20 +356,23 @@ class LlamonRequestHandler(DefaultRequestHandler):
         )
         await self.guarded_store.end_task(task_id, status, now=False)
 
+    async def _admit(self, params: MessageSendParams, context: ServerCallContext | None) -> None:
+        """Refuse a message before a task exists: the executor's checks, then the caller's
+        right to the task or context it names."""
+        self.agent_executor._validate_request(params)
+        unknown_context = self.task_store.check_message(params.message, context)
+        if unknown_context is not None:  # rare: a client-named context not remembered
+            await self.task_store.check_context(unknown_context, context)
+
     async def on_message_send(
         self, params: MessageSendParams, context: ServerCallContext | None = None
     ) -> Message | Task:
         """message/send: validate, run, and surface a protocol error the agent raised."""
-        try:
-            self.agent_executor._validate_request(params)
-            unknown_context = self.task_store.check_message(params.message, context)
-            if unknown_context is not None:  # rare: a client-named context not remembered
-                await self.task_store.check_context(unknown_context, context)
+        with as_protocol_errors():
+            await self._admit(params, context)
             result = await super().on_message_send(params, context)
-        except Exception as exc:
-            raise protocol_error_for_exception(exc) from None
         if isinstance(result, Task):
-            error = self.agent_executor.pop_protocol_error(result.id)
+            error = self.agent_executor.protocol_errors.pop(result.id)
             if error is not None:
                 raise error
         return result
@@ -379,11 +381,8 @@ class LlamonRequestHandler(DefaultRequestHandler):
         self, params: MessageSendParams, context: ServerCallContext | None = None
     ) -> AsyncGenerator[Event]:
         """message/stream: as message/send, event by event."""
-        try:
-            self.agent_executor._validate_request(params)
-            unknown_context = self.task_store.check_message(params.message, context)
-            if unknown_context is not None:  # rare: a client-named context not remembered
-                await self.task_store.check_context(unknown_context, context)
+        with as_protocol_errors():
+            await self._admit(params, context)
             async for item in super().on_message_send_stream(params, context):
                 event = _stream_event(item)
                 if (
@@ -391,31 +390,25 @@ class LlamonRequestHandler(DefaultRequestHandler):
                     and event.final
                     and event.status.state == TaskState.failed
                 ):
-                    error = self.agent_executor.pop_protocol_error(event.task_id)
+                    error = self.agent_executor.protocol_errors.pop(event.task_id)
                     if error is not None:
                         raise error
                 yield event
-        except Exception as exc:
-            raise protocol_error_for_exception(exc) from None
 
     async def on_get_task(
         self, params: TaskQueryParams, context: ServerCallContext | None = None
     ) -> Task | None:
         """tasks/get."""
-        try:
+        with as_protocol_errors():
             return await super().on_get_task(params, context)
-        except Exception as exc:
-            raise protocol_error_for_exception(exc) from None
 
     async def on_cancel_task(
         self, params: TaskIdParams, context: ServerCallContext | None = None
     ) -> Task | None:
         """tasks/cancel: the task's true end -- ``canceled``, or TaskNotCancelable (-32002,
         ProtocolErrorData) naming the state it ended in."""
-        try:
+        with as_protocol_errors():
             return await self._cancel_task(params, context)
-        except Exception as exc:
-            raise protocol_error_for_exception(exc) from None
 
     async def _cancel_task(self, params: TaskIdParams, context: ServerCallContext | None) -> Task:
         """End ``params.id`` canceled, deciding against its run in the task's critical section.
@@ -498,11 +491,9 @@ class LlamonRequestHandler(DefaultRequestHandler):
         self, params: TaskIdParams, context: ServerCallContext | None = None
     ) -> AsyncGenerator[Event]:
         """tasks/resubscribe."""
-        try:
+        with as_protocol_errors():
             async for event in super().on_resubscribe_to_task(params, context):
                 yield _stream_event(event)
-        except Exception as exc:
-            raise protocol_error_for_exception(exc) from None
 
     async def on_set_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext | None = None
@@ -511,11 +502,9 @@ class LlamonRequestHandler(DefaultRequestHandler):
         The answer masks the token and URL credentials."""
         if self._push_config_store is None:
             raise push_not_supported()
-        try:
+        with as_protocol_errors():
             config = await super().on_set_task_push_notification_config(params, context)
             return masked_push_config(config)
-        except Exception as exc:
-            raise protocol_error_for_exception(exc) from None
 
     async def on_get_task_push_notification_config(
         self,
@@ -525,11 +514,9 @@ class LlamonRequestHandler(DefaultRequestHandler):
         """tasks/pushNotificationConfig/get: the token and URL credentials masked."""
         if self._push_config_store is None:
             raise push_not_supported()
-        try:
+        with as_protocol_errors():
             config = await super().on_get_task_push_notification_config(params, context)
             return masked_push_config(config)
-        except Exception as exc:
-            raise protocol_error_for_exception(exc) from None
 
     async def on_list_task_push_notification_config(
         self, params: ListTaskPushNotificationConfigParams, context: ServerCallContext | None = None
@@ -537,11 +524,9 @@ class LlamonRequestHandler(DefaultRequestHandler):
         """tasks/pushNotificationConfig/list: tokens and URL credentials masked."""
         if self._push_config_store is None:
             raise push_not_supported()
-        try:
+        with as_protocol_errors():
             configs = await super().on_list_task_push_notification_config(params, context)
             return [masked_push_config(config) for config in configs]
-        except Exception as exc:
-            raise protocol_error_for_exception(exc) from None
 
     async def on_delete_task_push_notification_config(
         self,
@@ -551,10 +536,8 @@ class LlamonRequestHandler(DefaultRequestHandler):
         """tasks/pushNotificationConfig/delete."""
         if self._push_config_store is None:
             raise push_not_supported()
-        try:
+        with as_protocol_errors():
             await super().on_delete_task_push_notification_config(params, context)
-        except Exception as exc:
-            raise protocol_error_for_exception(exc) from None
 
 
 def _is_final(event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> bool:

@@ -4,6 +4,8 @@ A request the agent cannot take is refused before a task exists, with a JSON-RPC
 the caller can branch on exactly like an application failure (``error.data.errorCode``).
 ``protocol_error`` builds one; ``with_protocol_data`` completes any a2a-sdk error (task
 not found, not cancelable ...) with the same payload and a scrubbed message;
+``as_protocol_errors`` is the one translator at the request handler's boundary (whatever a
+request raises leaves as such an error);
 ``check_message`` holds the built-in checks; ``push_not_supported``,
 ``streaming_not_supported`` and ``extended_card_not_configured`` are the answers for what
 a card does not declare.
@@ -13,7 +15,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, Final
@@ -53,6 +56,7 @@ __all__ = [
     "DEFAULT_MAX_PAYLOAD_BYTES",
     "MAX_DEPTH_CEILING",
     "RequestLimits",
+    "as_protocol_errors",
     "check_message",
     "check_send_params",
     "extended_card_not_configured",
@@ -256,6 +260,28 @@ def protocol_error_for_exception(exc: Exception) -> ServerError:
     return protocol_error(
         InternalError, found.code, found.reason, message.text, retriable=found.retriable, **extras
     )
+
+
+@contextmanager
+def as_protocol_errors() -> Iterator[None]:
+    """Translate whatever the block raises into the JSON-RPC error the caller receives.
+
+    The one boundary of the request handler: every method runs its body in
+    ``with as_protocol_errors():`` (a stream's generator body too, so a stream that
+    fails ends with that error as its last event). An ``Exception`` leaves as
+    ``protocol_error_for_exception(exc)``: a ``ServerError`` completed with
+    ``ProtocolErrorData`` and a scrubbed message, anything else a classified -32603. The
+    original is chained (``raise ... from exc``), so the server log shows what happened
+    while the caller sees only the translated error. A ``BaseException`` (cancellation,
+    a client that left a stream) passes through untouched.
+    """
+    try:
+        yield
+    except Exception as exc:
+        error = protocol_error_for_exception(exc)
+        if error is exc:  # already the answer (complete and scrubbed)
+            raise
+        raise error from exc
 
 
 def part_media_type(part: TextPart | DataPart | FilePart) -> str:

@@ -308,14 +308,6 @@ class SQLiteDatabase:
         await self._reader.stop()
 
 
-def _fetch_one(sql: str, parameters: Sequence[Any]) -> Callable[[sqlite3.Connection], Any]:
-    return lambda connection: connection.execute(sql, parameters).fetchone()
-
-
-def _fetch_all(sql: str, parameters: Sequence[Any]) -> Callable[[sqlite3.Connection], Any]:
-    return lambda connection: connection.execute(sql, parameters).fetchall()
-
-
 def fetch_one(sql: str, parameters: Sequence[Any]) -> Callable[[sqlite3.Connection], Any]:
     """A ``read`` query: the first row of ``sql``, or ``None``."""
     return lambda connection: connection.execute(sql, parameters).fetchone()
