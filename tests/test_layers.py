@@ -10,7 +10,8 @@ Layers of ``llamon_agent``, top to bottom (``|``: side by side)::
     loop | flow                                the tool loop | flows; neither imports the other
     core                                       the error model and settings
     exceptions                                 every exception (imports only core.codes)
-    _extras                                    a leaf utility (optional-extra messages)
+    _extras | _lazy                            leaf utilities (optional-extra messages,
+                                               names loaded on first use)
 
 ``core.codes`` is a leaf (it imports nothing of the package), so ``exceptions`` may import
 it. ``core`` and ``exceptions`` import no transport package (a2a-sdk, mcp, LangGraph,
@@ -51,10 +52,10 @@ LAYERS: Final = (
     Layer("loop", "flow", independent=True),
     Layer("core"),
     Layer("exceptions"),
-    Layer("_extras"),
+    Layer("_extras", "_lazy", independent=True),
 )
 
-LEAVES: Final = ("llamon_agent.core.codes", "llamon_agent._extras")
+LEAVES: Final = ("llamon_agent.core.codes", "llamon_agent._extras", "llamon_agent._lazy")
 """Modules that import nothing of the package, so any layer may import them."""
 
 LEAF_IMPORTS: Final = frozenset({("llamon_agent.exceptions", "llamon_agent.core.codes")})

@@ -10,8 +10,9 @@ does not load the server (Starlette, the stores); ``create_app`` does.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from llamon_agent._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from llamon_agent.a2a.agent import (
@@ -103,16 +104,4 @@ _HOMES: dict[str, str] = {
 """Where each public name lives; it is loaded from there on first use."""
 
 
-def __getattr__(name: str) -> Any:
-    """Each public name loads its module on first use."""
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """The public names, loaded or not, and what the module holds."""
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES, __all__)

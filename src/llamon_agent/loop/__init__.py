@@ -9,8 +9,9 @@ and running out of rounds end the run with a typed status. Nothing raises out of
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
+
+from llamon_agent._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from llamon_agent.a2a.loop_agent import TOOL_RESULTS_ARTIFACT, LoopAgent
@@ -126,17 +127,20 @@ _HOMES: dict[str, str] = {
         ("Tool", "ToolLike", "ToolRegistry", "ToolView", "tool"), "llamon_agent.loop.tools"
     ),
 }
-"""Where each public name of the loop lives; it is loaded from there on first use."""
+"""Where each public name of the loop lives; it is loaded from there on first use, so
+importing one part of the loop does not load the others."""
 
 _A2A_NAMES = frozenset({"TOOL_RESULTS_ARTIFACT", "LoopAgent"})
 """Public here, defined in ``llamon_agent.a2a.loop_agent`` (the loop served over A2A)."""
 
 
+_load, __dir__ = lazy_exports(__name__, _HOMES, __all__)
+
+
 def __getattr__(name: str) -> Any:
-    """Each public name loads its module on first use, so importing one part of the loop
-    does not load the others. The LangGraph pieces (``build_react_graph``,
-    ``to_langchain_tools`` ...) need ``llamon-agent[langgraph]`` (else ``ImportError``);
-    ``LoopAgent`` loads the A2A layer it adapts the loop to."""
+    """Each public name loads its module on first use. The LangGraph pieces
+    (``build_react_graph``, ``to_langchain_tools`` ...) need ``llamon-agent[langgraph]``
+    (else ``ImportError``); ``LoopAgent`` loads the A2A layer it adapts the loop to."""
     if name in _A2A_NAMES:
         # The A2A adapter of the loop sits a layer above it; ``from llamon_agent.loop
         # import LoopAgent`` is public, so it is resolved here, on first use only: the one
@@ -144,15 +148,6 @@ def __getattr__(name: str) -> Any:
         from llamon_agent.a2a import loop_agent
 
         value = getattr(loop_agent, name)
-    else:
-        home = _HOMES.get(name)
-        if home is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """The public names, loaded or not, and what the module holds."""
-    return sorted(set(globals()) | set(__all__))
+        globals()[name] = value
+        return value
+    return _load(name)

@@ -11,11 +11,11 @@ escalates), and a server's JSON-RPC refusal (``MCPError``) escalates at once. Se
 
 from __future__ import annotations
 
-from importlib import import_module
 from importlib.util import find_spec
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from llamon_agent._extras import requires_extra
+from llamon_agent._lazy import lazy_exports
 
 with requires_extra("mcp", "llamon_agent.mcp"):  # say so now, not on first use
     if find_spec("mcp") is None:
@@ -118,20 +118,8 @@ _HOMES: dict[str, str] = {
         "llamon_agent.mcp.transport",
     ),
 }
-"""Where each public name lives; it is loaded from there on first use."""
+"""Where each public name lives; it is loaded from there on first use: reading an
+``mcp.json`` or an MCP error class does not load the MCP client (``MCPToolLoader`` does)."""
 
 
-def __getattr__(name: str) -> Any:
-    """Each public name loads its module on first use: reading an ``mcp.json`` or an MCP
-    error class does not load the MCP client (``MCPToolLoader`` does)."""
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """The public names, loaded or not, and what the module holds."""
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES, __all__)
