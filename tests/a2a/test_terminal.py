@@ -139,6 +139,34 @@ def test_a_raised_protocol_error_is_taken_once() -> None:
     assert errors.pop("t1") is None
 
 
+def test_errors_nobody_takes_are_bounded_oldest_first() -> None:
+    # A non-blocking message/send never takes its error: the channel must not grow.
+    errors = RaisedProtocolErrors(limit=3)
+    raised = {f"t{i}": ServerError(error=InvalidParamsError()) for i in range(5)}
+    for task_id, error in raised.items():
+        errors.put(task_id, error)
+    assert len(errors) == 3
+    assert errors.pop("t0") is None
+    assert errors.pop("t1") is None
+    assert errors.pop("t4") is raised["t4"]
+    errors.put("t2", raised["t2"])  # put again: now the newest
+    errors.put("t5", raised["t0"])
+    errors.put("t6", raised["t1"])
+    assert errors.pop("t3") is None
+    assert errors.pop("t2") is raised["t2"]
+
+
+async def test_a_non_blocking_send_leaves_no_error_behind_past_the_limit() -> None:
+    async def agent(ctx: AgentContext) -> str:
+        raise ServerError(error=InvalidParamsError(message="no such order"))
+
+    executor = CustomAgentExecutor(agent)
+    executor.protocol_errors = RaisedProtocolErrors(limit=4)
+    for _ in range(10):  # nobody takes these errors
+        await executor.execute(_context(), EventQueue())
+    assert len(executor.protocol_errors) == 4
+
+
 async def test_the_executor_keeps_what_the_agent_raised_for_the_handler() -> None:
     async def agent(ctx: AgentContext) -> str:
         raise ServerError(error=InvalidParamsError(message="no such order"))

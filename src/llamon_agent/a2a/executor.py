@@ -83,6 +83,7 @@ from llamon_agent.a2a.parts import (
     text_part,
 )
 from llamon_agent.a2a.protocol import RequestLimits, check_send_params, with_protocol_data
+from llamon_agent.a2a.states import PAUSED_STATES
 from llamon_agent.a2a.stores.guard import GuardedTaskStore
 from llamon_agent.a2a.stores.workers import WORKER_METADATA_KEY, worker_id
 from llamon_agent.a2a.task_locks import RunClaim, TaskClaims
@@ -106,8 +107,6 @@ built only when that level is enabled. An unmapped exception is also logged at E
 its incident id and traceback (``llamon_agent.errors``).
 """
 
-PAUSED_STATES = frozenset({TaskState.input_required, TaskState.auth_required})
-
 
 class RaisedProtocolErrors:
     """The executor -> request handler side channel: the ``ServerError`` an agent raised.
@@ -118,14 +117,25 @@ class RaisedProtocolErrors:
     error here under the task's id (``with_protocol_data`` applied), and the request
     handler takes it -- once -- when the request reads the task's failed end, and raises
     it as the request's answer (``message/send``) or last event (``message/stream``).
+
+    A request that does not wait for the end (a non-blocking ``message/send``) never takes
+    its error, so at most ``limit`` errors are kept: the oldest untaken one goes first.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = 1024) -> None:
         self._errors: dict[str, ServerError] = {}
+        self._limit = limit
 
     def put(self, task_id: str, error: ServerError) -> None:
         """Keep ``error`` as the answer to the request running ``task_id``."""
+        self._errors.pop(task_id, None)
         self._errors[task_id] = error
+        while len(self._errors) > self._limit:
+            del self._errors[next(iter(self._errors))]
+
+    def __len__(self) -> int:
+        """How many errors wait to be taken."""
+        return len(self._errors)
 
     def pop(self, task_id: str | None) -> ServerError | None:
         """The error kept for ``task_id`` (taken: a second call returns ``None``)."""

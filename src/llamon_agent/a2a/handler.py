@@ -78,12 +78,13 @@ from a2a.types import (
 )
 from a2a.utils.errors import ServerError
 
-from llamon_agent.a2a.executor import PAUSED_STATES, CustomAgentExecutor
+from llamon_agent.a2a.executor import CustomAgentExecutor
 from llamon_agent.a2a.ownership import OwnedTaskStore, masked_push_config
 from llamon_agent.a2a.parts import application_error_to_parts
 from llamon_agent.a2a.protocol import as_protocol_errors, push_not_supported
 from llamon_agent.a2a.queues import LlamonQueueManager, abandon_queue
-from llamon_agent.a2a.stores.guard import TERMINAL_STATES, GuardedTaskStore, guard_task_store
+from llamon_agent.a2a.states import PAUSED_STATES, TERMINAL_STATES
+from llamon_agent.a2a.stores.guard import GuardedTaskStore, guard_task_store
 from llamon_agent.a2a.task_locks import RunClaim, TaskClaims, task_busy
 from llamon_agent.core.errors import error_data_for_exception
 

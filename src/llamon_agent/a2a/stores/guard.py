@@ -32,8 +32,9 @@ from typing import Final, NoReturn
 
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import TaskStore
-from a2a.types import Task, TaskState, TaskStatus
+from a2a.types import Task, TaskStatus
 
+from llamon_agent.a2a.states import TERMINAL_STATES
 from llamon_agent.a2a.stores.context_lookup import context_finder
 from llamon_agent.core.classify import classify_exception
 from llamon_agent.core.codes import ErrorCode
@@ -43,9 +44,6 @@ __all__ = ["GuardedTaskStore", "TaskStoreUnavailableError", "guard_task_store"]
 
 logger = logging.getLogger("llamon_agent.a2a")
 
-TERMINAL_STATES: Final = frozenset(
-    {TaskState.completed, TaskState.failed, TaskState.canceled, TaskState.rejected}
-)
 FIRST_RETRY_DELAY: Final = 0.1
 MAX_RETRY_DELAY: Final = 5.0
 DRAIN_TIMEOUT: Final = 5.0

@@ -47,7 +47,9 @@ from typing import Final
 
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import PushNotificationConfigStore, TaskStore
-from a2a.types import PushNotificationConfig, Task, TaskState
+from a2a.types import PushNotificationConfig, Task
+
+from llamon_agent.a2a.states import TERMINAL_STATES
 
 __all__ = [
     "FINISHED_STATES",
@@ -58,11 +60,8 @@ __all__ = [
 
 logger = logging.getLogger("llamon_agent.a2a")
 
-FINISHED_STATES: Final[frozenset[TaskState]] = frozenset(
-    {TaskState.completed, TaskState.canceled, TaskState.failed, TaskState.rejected}
-)
-"""The states in which a task counts as finished and may be evicted (a2a-sdk's terminal
-states). ``unknown`` is not one: a2a-sdk's handler lets a client continue such a task."""
+FINISHED_STATES: Final = TERMINAL_STATES
+"""The states in which a task counts as finished and may be evicted (see ``a2a.states``)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

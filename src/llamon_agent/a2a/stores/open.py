@@ -41,6 +41,7 @@ from a2a.types import Message, Role, Task, TaskState, TaskStatus
 
 from llamon_agent._extras import missing_extra
 from llamon_agent.a2a.parts import application_error_to_parts
+from llamon_agent.a2a.states import ORPHAN_STATES
 from llamon_agent.a2a.stores.memory import (
     BoundedMemoryPushConfigStore,
     BoundedMemoryTaskStore,
@@ -52,7 +53,7 @@ from llamon_agent.a2a.stores.sqlite import (
     open_sqlite_database,
 )
 from llamon_agent.a2a.stores.sqlite_db import SQLITE_BUSY_TIMEOUT_MS, SQLiteDatabase
-from llamon_agent.a2a.stores.workers import ORPHAN_STATES, WORKER_METADATA_KEY, worker_id
+from llamon_agent.a2a.stores.workers import WORKER_METADATA_KEY, worker_id
 from llamon_agent.core.errors import ApplicationErrorData, ErrorCode, make_application_error_data
 from llamon_agent.core.settings import (
     DATABASE_URL_ENV,

@@ -33,8 +33,9 @@ from a2a.server.tasks import PushNotificationConfigStore, TaskStore
 from a2a.types import PushNotificationConfig, Task
 from pydantic import ValidationError
 
+from llamon_agent.a2a.states import ORPHAN_STATES
 from llamon_agent.a2a.stores.sqlite_db import SQLiteDatabase, fetch_all, fetch_one, rollback
-from llamon_agent.a2a.stores.workers import ORPHAN_STATES, WORKER_METADATA_KEY
+from llamon_agent.a2a.stores.workers import WORKER_METADATA_KEY
 
 if TYPE_CHECKING:
     from cryptography.fernet import Fernet

@@ -20,6 +20,7 @@ import socket
 from pathlib import Path
 from typing import Final
 
+from llamon_agent.a2a.states import ORPHAN_STATES
 from llamon_agent.core.settings import WORKER_ID_ENV, worker_id_setting
 
 __all__ = ["ORPHAN_STATES", "WORKER_ID_ENV", "WORKER_METADATA_KEY", "worker_id"]
@@ -27,8 +28,6 @@ __all__ = ["ORPHAN_STATES", "WORKER_ID_ENV", "WORKER_METADATA_KEY", "worker_id"]
 WORKER_METADATA_KEY: Final = "llamon.worker"
 """Task metadata key holding the ``worker_id()`` of the process that created the task."""
 
-ORPHAN_STATES: Final = ("submitted", "working")
-"""Task states a stopped worker leaves behind (``input-required`` waits for the caller)."""
 
 _MACHINE_ID_FILES: Final = ("/etc/machine-id", "/var/lib/dbus/machine-id")
 _DEFAULT_KEY: Final = b"llamon-agent worker id"
