@@ -6,6 +6,7 @@ Layers of ``llamon_agent``, top to bottom (``|``: side by side)::
     demo | cli_errors | testing | examples     built on the server: the demo, the CLI's
                                                error lines, the test harness, example agents
     a2a                                        serving (flow and loop adapters included)
+    client                                     calling other agents
     mcp                                        MCP tools for the loop
     loop | flow                                the tool loop | flows; neither imports the other
     core                                       the error model and settings
@@ -48,6 +49,7 @@ LAYERS: Final = (
     Layer("cli"),
     Layer("demo", "cli_errors", "testing", "examples", independent=False),
     Layer("a2a"),
+    Layer("client"),
     Layer("mcp"),
     Layer("loop", "flow", independent=True),
     Layer("core"),
@@ -95,7 +97,12 @@ TRANSPORTS: Final = (
 )
 """What ``core`` and ``exceptions`` must not reach, directly or through another module."""
 
-LAZY_PACKAGES: Final = ("llamon_agent.loop", "llamon_agent.mcp")
+LAZY_PACKAGES: Final = (
+    "llamon_agent.a2a",
+    "llamon_agent.client",
+    "llamon_agent.loop",
+    "llamon_agent.mcp",
+)
 """Packages whose ``__getattr__`` loads their public names from ``_HOMES`` on first use."""
 
 
