@@ -146,6 +146,8 @@ def _matches(value: object, json_type: str) -> bool:
 
 def _resolve(schema: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[str, Any]:
     """Follow local ``$ref`` (``#/$defs/X``, ``#/definitions/X``); unknown refs -> ``{}``."""
+    if "$ref" not in schema:  # the common case, on every field of every call
+        return schema
     for _ in range(_MAX_REF_DEPTH):
         ref = schema.get("$ref")
         if not isinstance(ref, str):
@@ -205,27 +207,40 @@ class _Finding:
 
 
 def _walk(
-    schema: Mapping[str, Any], value: object, path: Path, root: Mapping[str, Any]
+    schema: Mapping[str, Any],
+    value: object,
+    path: Path,
+    root: Mapping[str, Any],
+    depth: int | None = None,
 ) -> Iterator[_Finding]:
-    """Every problem of ``value`` against ``schema``: the one JSON-schema walker."""
+    """Every problem of ``value`` against ``schema``: the one JSON-schema walker.
+
+    With ``depth``, a value that deep is only type-checked (nothing below it is walked).
+    """
     schema = _resolve(schema, root)
     allowed = _allowed_types(schema, root)
     if allowed and not any(_matches(value, t) for t in allowed):
         yield _Finding(path, "type", tuple(allowed), json_type_name(value))
         return
+    if depth is not None and len(path) >= depth:
+        return
     enum = schema.get("enum")
     if isinstance(enum, list) and enum and value not in enum:
         yield _Finding(path, "enum", tuple(json.dumps(item) for item in enum))
     if isinstance(value, Mapping):
-        yield from _walk_object(schema, value, path, root)
+        yield from _walk_object(schema, value, path, root, depth)
     items = schema.get("items")
     if isinstance(value, list) and isinstance(items, Mapping):
         for index, item in enumerate(value):
-            yield from _walk(items, item, (*path, index), root)
+            yield from _walk(items, item, (*path, index), root, depth)
 
 
 def _walk_object(
-    schema: Mapping[str, Any], value: Mapping[str, Any], path: Path, root: Mapping[str, Any]
+    schema: Mapping[str, Any],
+    value: Mapping[str, Any],
+    path: Path,
+    root: Mapping[str, Any],
+    depth: int | None,
 ) -> Iterator[_Finding]:
     properties = schema.get("properties")
     properties = properties if isinstance(properties, Mapping) else {}
@@ -237,11 +252,11 @@ def _walk_object(
     for key, item in value.items():
         sub = properties.get(key)
         if isinstance(sub, Mapping):
-            yield from _walk(sub, item, (*path, str(key)), root)
+            yield from _walk(sub, item, (*path, str(key)), root, depth)
         elif extra is False:
             yield _Finding((*path, str(key)), "extra")
         elif isinstance(extra, Mapping):
-            yield from _walk(extra, item, (*path, str(key)), root)
+            yield from _walk(extra, item, (*path, str(key)), root, depth)
 
 
 def _valid_types(types: Sequence[str]) -> str:
@@ -300,7 +315,7 @@ def first_schema_problem(schema: Mapping[str, Any], arguments: object) -> str | 
         return f"Invalid arguments: expected a JSON object, not {_a(json_type_name(arguments))}"
     declared = _resolve(schema, schema).get("properties")
     declared = declared if isinstance(declared, Mapping) else {}
-    top = [f for f in _walk(schema, arguments, (), schema) if len(f.path) == 1]
+    top = [f for f in _walk(schema, arguments, (), schema, depth=1) if len(f.path) == 1]
     missing = [str(f.path[0]) for f in top if f.kind == "missing"]
     if len(missing) == 1:
         return f"Missing required argument: {missing[0]}"
