@@ -6,11 +6,24 @@ server, llamon or not.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from llamon_agent._lazy import lazy_exports
 
-__all__: list[str] = []
+if TYPE_CHECKING:
+    from llamon_agent.client.retry import RetryKind, RetryPolicy, call_with_retry
 
-_HOMES: dict[str, str] = {}
+__all__: list[str] = [
+    "RetryKind",
+    "RetryPolicy",
+    "call_with_retry",
+]
+
+_HOMES: dict[str, str] = {
+    "RetryKind": "llamon_agent.client.retry",
+    "RetryPolicy": "llamon_agent.client.retry",
+    "call_with_retry": "llamon_agent.client.retry",
+}
 """Where each public name lives; it is loaded from there on first use."""
 
 __getattr__, __dir__ = lazy_exports(__name__, _HOMES, __all__)
