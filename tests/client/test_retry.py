@@ -18,7 +18,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from a2a.client.errors import A2AClientHTTPError, A2AClientTimeoutError
+from a2a.client.errors import A2AClientHTTPError, A2AClientJSONRPCError, A2AClientTimeoutError
+from a2a.types import JSONRPCError, JSONRPCErrorResponse
 
 from llamon_agent.client import RetryKind, RetryPolicy, call_with_retry
 from llamon_agent.client.retry import DEFAULT_KINDS
@@ -27,6 +28,8 @@ from llamon_agent.core.codes import ErrorCode
 from llamon_agent.core.errors import error_data_for_exception
 from llamon_agent.core.failures import FailureRecord
 from llamon_agent.exceptions import GuardrailBlockedError, LlamonApplicationError
+from llamon_agent.loop.providers._retry import RetryPolicy as ProviderRetryPolicy
+from llamon_agent.loop.providers._retry import SDKErrorTypes, call_with_retries
 
 UA = ErrorCode.UPSTREAM_UNAVAILABLE
 URL = "http://user:pw@agent.internal.example/rpc?token=s3cret"
@@ -36,6 +39,16 @@ def status_error(status: int, headers: dict[str, str] | None = None) -> httpx.HT
     request = httpx.Request("POST", URL)
     response = httpx.Response(status, headers=headers, request=request)
     return httpx.HTTPStatusError(f"HTTP {status} from {URL}", request=request, response=response)
+
+
+def remote_error(code: str, **data: object) -> A2AClientJSONRPCError:
+    """A called llamon agent's JSON-RPC error answer, as a2a-sdk's client raises it."""
+    error = JSONRPCError(
+        code=-32603,
+        message="failed",
+        data={"errorCode": code, "errorReason": "remote", "retriable": True, **data},
+    )
+    return A2AClientJSONRPCError(JSONRPCErrorResponse(id=1, error=error))
 
 
 class FakeTime:
@@ -108,17 +121,18 @@ async def run(
 
 
 async def test_a_5xx_burst_then_success_backs_off_with_full_jitter() -> None:
-    """Waits are rng * min(max_delay, base_delay * 2^(n-1)): 0.5 s, 1 s, 2 s ceilings."""
-    time = FakeTime(rolls=[0.5, 1.0, 0.25])
+    """Waits are rng * min(max_delay, base_delay * 2^(n-1)): 0.5, 1, 2, 4 s ceilings."""
+    time = FakeTime(rolls=[0.5, 1.0, 0.25, 1.0])
     script = Script(
         status_error(503),
         A2AClientHTTPError(502, "Bad Gateway"),
         httpx.ConnectError("connection refused"),
+        remote_error("UPSTREAM_UNAVAILABLE"),
         "answer",
     )
-    assert await run(script, time) == "answer"
-    assert script.calls == 4
-    assert time.waits == [0.25, 1.0, 0.5]
+    assert await run(script, time, RetryPolicy(max_attempts=5)) == "answer"
+    assert script.calls == 5
+    assert time.waits == [0.25, 1.0, 0.5, 4.0]
 
 
 async def test_connection_reset_is_retried_like_a_5xx() -> None:
@@ -338,8 +352,9 @@ async def test_an_internal_error_that_says_retriable_is_backed_off() -> None:
             ),
             1.5,
         ),
+        (lambda: remote_error("RATE_LIMITED", retryAfterMs=750), 0.75),
     ],
-    ids=["retry-after", "retry-after-ms", "retryAfterMs"],
+    ids=["retry-after", "retry-after-ms", "retryAfterMs", "a2a-jsonrpc-retryAfterMs"],
 )
 async def test_429_waits_exactly_what_the_server_asks(
     limited: Callable[[], Exception], asked: float
@@ -489,6 +504,27 @@ def test_mark_retried_carries_attempt_codes_through_a_wrapper() -> None:
     found = classify_exception(outer)
     assert (found.retried, found.attempt_codes) == (1, (ErrorCode.RATE_LIMITED, UA))
     assert classify_exception(status_error(503)).attempt_codes == ()
+
+
+async def test_the_provider_retry_marks_attempt_codes_the_same_way() -> None:
+    """The model adapters' retry uses the same mark: retried and each attempt's code."""
+
+    class NoSDKError(Exception):
+        pass
+
+    errors = SDKErrorTypes("Fake", NoSDKError, NoSDKError, NoSDKError)
+    time = FakeTime()
+    script = Script(status_error(429, {"Retry-After": "1"}), status_error(503), "never")
+    with pytest.raises(httpx.HTTPStatusError) as info:
+        await call_with_retries(
+            script,
+            policy=ProviderRetryPolicy(max_retries=1, sleep=time.sleep),
+            errors=errors,
+            attempt_timeout=None,
+            operation="chat completion",
+        )
+    found = classify_exception(info.value)
+    assert (found.retried, found.attempt_codes) == (1, (ErrorCode.RATE_LIMITED, UA))
 
 
 # -- docs/client-retry.md: every Python block runs --------------------------------------
