@@ -1,7 +1,9 @@
 """Calling other agents over A2A, where every failure arrives as a typed value.
 
 Built on a2a-sdk's client (its transports and types), so it works against any A2A 0.3
-server, llamon or not.
+server, llamon or not. ``call_with_retry`` retries a call by the kind of its failure
+(``RetryPolicy``); ``all_or_nothing``, ``best_effort`` and ``Saga`` call several agents
+at once.
 """
 
 from __future__ import annotations
@@ -23,31 +25,41 @@ if TYPE_CHECKING:
         best_effort,
         saga_step,
     )
+    from llamon_agent.client.retry import RetryKind, RetryPolicy, call_with_retry
 
 __all__ = [
     "Call",
     "CompensationFailure",
     "Outcome",
+    "RetryKind",
+    "RetryPolicy",
     "Saga",
     "SagaFailedError",
     "SagaStep",
     "StepContext",
     "all_or_nothing",
     "best_effort",
+    "call_with_retry",
     "saga_step",
 ]
 
 _HOMES: dict[str, str] = {
-    "Call": "llamon_agent.client.combinators",
-    "CompensationFailure": "llamon_agent.client.combinators",
-    "Outcome": "llamon_agent.client.combinators",
-    "Saga": "llamon_agent.client.combinators",
-    "SagaFailedError": "llamon_agent.client.combinators",
-    "SagaStep": "llamon_agent.client.combinators",
-    "StepContext": "llamon_agent.client.combinators",
-    "all_or_nothing": "llamon_agent.client.combinators",
-    "best_effort": "llamon_agent.client.combinators",
-    "saga_step": "llamon_agent.client.combinators",
+    **dict.fromkeys(
+        (
+            "Call",
+            "CompensationFailure",
+            "Outcome",
+            "Saga",
+            "SagaFailedError",
+            "SagaStep",
+            "StepContext",
+            "all_or_nothing",
+            "best_effort",
+            "saga_step",
+        ),
+        "llamon_agent.client.combinators",
+    ),
+    **dict.fromkeys(("RetryKind", "RetryPolicy", "call_with_retry"), "llamon_agent.client.retry"),
 }
 """Where each public name lives; it is loaded from there on first use."""
 

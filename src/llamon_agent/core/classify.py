@@ -28,8 +28,9 @@ specific cause), or by its first leaf when none is mapped. Anything unmatched is
 fallback: ``INTERNAL_ERROR``, reason = snake_case of the type name, not retriable, and
 ``mapped=False`` -- its text then stays inside the process (see ``core.messages``).
 
-The retries already made for the failing call (a provider adapter's, recorded with
-``mark_retried``) travel with the classification as ``retried``.
+The retries already made for the failing call (a provider adapter's or the client's,
+recorded with ``mark_retried``) travel with the classification as ``retried``, and the
+error code of each attempt, in order, as ``attempt_codes``.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import contextlib
 import dataclasses
 import logging
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -101,7 +102,8 @@ class Classification:
     upstream's HTTP status when one decided; ``cause`` is the inner exception whose row
     decided when a generic wrapper yielded to it (``exception`` is then the wrapper);
     ``generic`` is True when only a generic wrapper's own row matched; ``retried`` counts
-    the retries already made for the failing call.
+    the retries already made for the failing call and ``attempt_codes`` holds each
+    attempt's error code, the last one included (empty when no retrier recorded them).
     """
 
     code: ErrorCode
@@ -116,6 +118,7 @@ class Classification:
     cause: BaseException | None = None
     generic: bool = False
     retried: int = 0
+    attempt_codes: tuple[ErrorCode, ...] = ()
 
     def as_tuple(self) -> tuple[ErrorCode, str, bool]:
         """``(code, reason, retriable)``, the shape of ``python_exc_to_error_code``."""
@@ -697,29 +700,38 @@ def _specific_cause(wrapper: BaseException) -> Classification | None:
 
 
 _RETRIED_ATTR: Final = "__llamon_retried__"
+_ATTEMPT_CODES_ATTR: Final = "__llamon_attempt_codes__"
 
 
-def mark_retried(exc: BaseException, retries: int) -> None:
+def mark_retried(
+    exc: BaseException, retries: int, *, attempt_codes: Iterable[ErrorCode | str] = ()
+) -> None:
     """Record on ``exc`` that the call it ended was retried ``retries`` times already.
 
-    A retrying adapter calls this on the exception it finally raises; the client's
-    ``retried`` and the record's evidence then say how often the server tried. Exceptions
-    that refuse attributes are left as they are.
+    A retrier (a provider adapter, the client's ``call_with_retry``) calls this on the
+    exception it finally raises, with the error code of every attempt in order; the
+    client's ``retried`` and the record's evidence (``retried``, ``attempt_codes``) then
+    say how often and why it tried. Codes that are no ``ErrorCode`` are left out;
+    exceptions that refuse attributes are left as they are.
     """
+    codes = tuple(ErrorCode(code) for code in attempt_codes if code in ErrorCode.__members__)
     with contextlib.suppress(AttributeError, TypeError):
         setattr(exc, _RETRIED_ATTR, max(0, int(retries)))
+        setattr(exc, _ATTEMPT_CODES_ATTR, codes)
 
 
-def _retried(exc: BaseException) -> int:
+def _retried(exc: BaseException) -> tuple[int, tuple[ErrorCode, ...]]:
+    """The retries and attempt codes marked on ``exc`` or the nearest explicit cause."""
     current: BaseException | None = exc
     for _ in range(_MAX_CHAIN):
         if current is None:
             break
         value = getattr(current, _RETRIED_ATTR, None)
         if isinstance(value, int):
-            return value
+            codes = getattr(current, _ATTEMPT_CODES_ATTR, ())
+            return value, codes if isinstance(codes, tuple) else ()
         current = current.__cause__
-    return 0
+    return 0, ()
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
@@ -733,8 +745,10 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]
 def classify_exception(exc: BaseException) -> Classification:
     """Classify ``exc``; never raises. See the module docstring for the resolution order."""
     found = _classify(exc)
-    retried = _retried(exc)
-    return dataclasses.replace(found, retried=retried) if retried else found
+    retried, codes = _retried(exc)
+    if retried or codes:
+        return dataclasses.replace(found, retried=retried, attempt_codes=codes)
+    return found
 
 
 def _classify(exc: BaseException) -> Classification:

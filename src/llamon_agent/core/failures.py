@@ -180,7 +180,8 @@ class FailureRecord:
         yielded to its cause. An unmapped exception without an envelope gets the generic
         message with an incident id (its text stays in the server log). Evidence keeps
         the exception type (and the deciding cause's), ``http_status``,
-        ``retry_after_ms`` and ``retried`` when known.
+        ``retry_after_ms``, ``retried`` and ``attempt_codes`` (each attempt's error code,
+        in order) when known.
         """
         found = classify_exception(exc)
         base: dict[str, Any] = {}
@@ -218,6 +219,8 @@ class FailureRecord:
             merged_evidence["http_status"] = found.http_status
         if found.retried:
             merged_evidence["retried"] = found.retried
+        if found.attempt_codes:
+            merged_evidence["attempt_codes"] = [code.value for code in found.attempt_codes]
         merged_evidence.update(evidence or {})
         context = {"stage": stage, "tool": tool, "plan_id": plan_id, "step_id": step_id}
         base.update({key: value for key, value in context.items() if value is not None})

@@ -1119,6 +1119,7 @@ _DEFAULT_ALLOWED_KEYS: Final = frozenset(
         "arguments_preview",
         "dropped_keys",
         "attempt",
+        "attempt_codes",
         "attempts",
         "auth_readiness",
         "candidate_names",

@@ -15,8 +15,9 @@ off and call :func:`call_with_retries`, which
    (``retry-after-ms``, delta-seconds or an HTTP date), else exponential backoff with
    jitter, at most ``max_retries`` times;
 3. returns the result with the number of retries it took, or raises the last converted
-   exception, marked (``core.classify.mark_retried``) with the retries made before it, so
-   the client's ``retried`` and the failure record say how often the server tried.
+   exception, marked (``core.classify.mark_retried``) with the retries made before it and
+   each attempt's error code, so the client's ``retried`` and the failure record
+   (``retried``, ``attempt_codes``) say how often the server tried, and why.
 
 The converted exception is built from safe parts only: the provider's name, the method,
 the URL without user-info or query, the status, the provider's short error type/code and
@@ -40,6 +41,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from tenacity.wait import wait_exponential, wait_random
 
 from llamon_agent.core.classify import classify_exception, mark_retried
+from llamon_agent.core.codes import ErrorCode
 from llamon_agent.core.retry_after import read_retry_after_ms
 
 __all__ = [
@@ -194,6 +196,7 @@ async def call_with_retries(
         before_sleep=before_sleep,
         reraise=True,
     )
+    codes: list[ErrorCode] = []
     async for attempt in retrying:
         with attempt:
             retries = attempt.retry_state.attempt_number - 1
@@ -201,10 +204,12 @@ async def call_with_retries(
                 result = await call()
             except (errors.status, errors.connection) as err:  # timeouts are connection errors
                 converted = _convert(err, errors, attempt_timeout)
-                mark_retried(converted, retries)
+                codes.append(classify_exception(converted).code)
+                mark_retried(converted, retries, attempt_codes=codes)
                 raise converted from err
             except Exception as exc:
-                mark_retried(exc, retries)
+                codes.append(classify_exception(exc).code)
+                mark_retried(exc, retries, attempt_codes=codes)
                 raise
             return result, retries
     raise AssertionError("unreachable: tenacity re-raises the last failure")  # pragma: no cover
