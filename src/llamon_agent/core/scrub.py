@@ -1116,12 +1116,14 @@ _IDENTITY_KEYS: Final = frozenset(
 
 _DEFAULT_ALLOWED_KEYS: Final = frozenset(
     {
+        "agent",
         "arguments_preview",
         "dropped_keys",
         "attempt",
         "attempts",
         "auth_readiness",
         "candidate_names",
+        "cause",
         "chain",
         "completed_nodes",
         "content_type",
@@ -1197,6 +1199,7 @@ _DEFAULT_ALLOWED_KEYS: Final = frozenset(
         "tool_name",
         "top_k",
         "trace_metadata",
+        "truncated",
         "url_path",
         "violation_category",
     }
