@@ -8,6 +8,10 @@ Two places on the wire carry an error payload (the two layers):
   to a TextPart for display; it may carry the failed flow ``node``, the ``flow``'s
   completed nodes and, for guardrail blocks, a ``guardrail`` sub-object.
 
+Both may carry ``cause``: the path of a failure across agents (``CauseHop`` each, the
+nearest called agent first, at most ``MAX_CAUSE_DEPTH``). Reading a ``cause`` never fails
+the payload: a malformed hop value is left out, a hop with nothing valid is dropped.
+
 Both serialize with camelCase wire names (``errorCode``, ``retryAfterMs`` ...) and enforce
 the value conventions when built. The ``make_*`` factories never raise: invalid values
 give ``INTERNAL_ERROR`` / ``error_data_build_failed`` and the original intent is logged,
@@ -20,12 +24,13 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
@@ -44,9 +49,11 @@ if TYPE_CHECKING:
 __all__ = [
     "APPLICATION_EXTRA_FIELDS",
     "ERROR_SOURCE_SYSTEMS",
+    "MAX_CAUSE_DEPTH",
     "PROTOCOL_EXTRA_FIELDS",
     "ApplicationErrorData",
     "BaseErrorData",
+    "CauseHop",
     "ErrorFlow",
     "ErrorNode",
     "GuardrailInfo",
@@ -56,6 +63,7 @@ __all__ = [
     "build_guardrail_extras",
     "make_application_error_data",
     "make_protocol_error_data",
+    "normalize_cause",
     "normalize_extras",
 ]
 
@@ -154,6 +162,116 @@ class GuardrailInfo(_WireModel):
     severity: Annotated[str, AfterValidator(_category)] | None = None
 
 
+MAX_CAUSE_DEPTH: Final = 8
+"""At most this many hops in a ``cause``: the nearest ones are kept, and the last kept hop
+says ``truncated: true`` when hops beyond it were cut (here or by an agent further down)."""
+
+_MAX_RAW_HOPS: Final = 64
+"""Raw hops looked at when reading a ``cause``; any beyond them count as cut."""
+_AGENT_NAME_LIMIT: Final = 128
+_TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+_HOP_SOURCE_LIMIT: Final = 200
+
+
+def _agent_name(value: str) -> str:
+    text = scrub_public_text(_CONTROL.sub(" ", value).strip(), max_length=_AGENT_NAME_LIMIT)
+    if not text:
+        raise ValueError("agent must be a non-empty name")
+    return text
+
+
+def _task_id(value: str) -> str:
+    if not _TASK_ID.fullmatch(value) or scrub_public_text(value) != value:
+        raise ValueError("taskId must be 1-128 letters, digits, '_', '.', ':' or '-'")
+    return value
+
+
+def _hop_reason(value: str) -> str:
+    return _reason(scrub_public_text(value))
+
+
+def _hop_source(value: str) -> str:
+    text = scrub_public_text(value)
+    if len(text) > _HOP_SOURCE_LIMIT:
+        raise ValueError(f"errorSource of a hop must be at most {_HOP_SOURCE_LIMIT} characters")
+    return _source(text)
+
+
+class CauseHop(_WireModel):
+    """One agent on a failure's path: ``{"agent", "taskId", "errorCode", "errorReason",
+    "errorSource"}``, every key optional (a called agent may not say them all).
+
+    ``agent`` is the called agent's card name and ``taskId`` the id of its failed task.
+    Every string is scrubbed like an ``errorMessage`` (credentials, URLs, ``host:port``,
+    IP addresses and host names removed) and bounded; ``errorReason`` and ``errorSource``
+    follow the value conventions. Unknown keys are dropped: no message, no URL, no
+    payload of the called agent ever travels in a hop. ``truncated`` is set on the last
+    hop of a ``cause`` that was cut at ``MAX_CAUSE_DEPTH``.
+    """
+
+    agent: Annotated[str, AfterValidator(_agent_name)] | None = None
+    task_id: Annotated[str, AfterValidator(_task_id)] | None = None
+    error_code: ErrorCode | None = None
+    error_reason: Annotated[str, AfterValidator(_hop_reason)] | None = None
+    error_source: Annotated[str, AfterValidator(_hop_source)] | None = None
+    truncated: Literal[True] | None = None
+
+
+def _cause_hop(raw: object) -> CauseHop | None:
+    """``raw`` as a hop with its malformed values left out; None if nothing valid is left."""
+    if isinstance(raw, CauseHop):
+        return raw if raw.model_dump(exclude_none=True, exclude={"truncated"}) else None
+    if not isinstance(raw, Mapping):
+        return None
+    fields: dict[object, object] = dict(raw)
+    for _ in range(2):  # the second pass has every failing value removed
+        try:
+            hop = CauseHop.model_validate(fields)
+        except ValidationError as exc:
+            bad = {error["loc"][0] for error in exc.errors() if error["loc"]}
+            fields = {key: value for key, value in fields.items() if key not in bad}
+            continue
+        return hop if hop.model_dump(exclude_none=True, exclude={"truncated"}) else None
+    return None
+
+
+def normalize_cause(value: object) -> list[CauseHop] | None:
+    """A ``cause`` as the valid hops of ``value``, nearest first; None when none is left.
+
+    ``value`` is a list (or tuple) of hop mappings by wire or Python names, or of
+    ``CauseHop``; anything else is no cause. Malformed values are left out of their hop,
+    a hop with no valid value (or not a mapping) is dropped, and hops beyond
+    ``MAX_CAUSE_DEPTH`` are cut: the last kept hop then says ``truncated: true``. Never
+    raises.
+    """
+    if not isinstance(value, Sequence) or isinstance(value, str | bytes | bytearray):
+        return None
+    hops: list[CauseHop] = []
+    truncated = len(value) > _MAX_RAW_HOPS
+    dropped = 0
+    for raw in value[:_MAX_RAW_HOPS]:
+        hop = _cause_hop(raw)
+        if hop is None:
+            dropped += 1
+            continue
+        if len(hops) == MAX_CAUSE_DEPTH:
+            truncated = True
+            break
+        truncated = truncated or hop.truncated is True
+        hops.append(hop.model_copy(update={"truncated": None}) if hop.truncated else hop)
+    if dropped:
+        logger.info("cause: %d malformed hop(s) dropped", dropped)
+    if not hops:
+        return None
+    if truncated:
+        hops[-1] = hops[-1].model_copy(update={"truncated": True})
+    return hops
+
+
+Cause = Annotated[list[CauseHop] | None, BeforeValidator(normalize_cause)]
+
+
 class BaseErrorData(_WireModel):
     """Fields common to protocol- and application-level error data."""
 
@@ -167,6 +285,7 @@ class BaseErrorData(_WireModel):
     domain: Domain | None = None
     domain_code: DomainCode | None = None
     incident_id: Annotated[str, Field(pattern=r"^[a-f0-9]{12}$")] | None = None
+    cause: Cause = None
 
 
 class ProtocolErrorData(BaseErrorData):
@@ -284,7 +403,7 @@ def make_application_error_data(
 
     ``extras`` are the optional fields by wire or Python name: ``retryAfterMs``,
     ``errorSource``, ``domain``, ``domainCode``, ``retried``, ``incidentId``, ``node``,
-    ``flow``, ``guardrail``.
+    ``flow``, ``guardrail``, ``cause``.
     """
     return _build(ApplicationErrorData, code, reason, message, retriable, extras)
 

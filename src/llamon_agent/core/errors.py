@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, NotRequired, TypedDict
 
 from pydantic import ValidationError
 
+from llamon_agent.core.cause import MAX_CAUSE_DEPTH, CarriesCause, CauseHop, cause_hops_of
 from llamon_agent.core.classify import (
     Classification,
     classify_exception,
@@ -52,8 +53,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JSON_RPC_CODE_TO_ERROR_CODE",
+    "MAX_CAUSE_DEPTH",
     "ApplicationErrorData",
     "BaseErrorData",
+    "CarriesCause",
+    "CauseHop",
     "Classification",
     "DomainErrorRaiser",
     "DomainErrorSpec",
@@ -190,6 +194,9 @@ def error_data_for_exception(
     gets ``data.guardrail``; anything else goes through the mapping table and the message
     policy (unmapped text withheld behind an incident id). ``retried`` is the number of
     retries the server already made for the failing call (see ``mark_retried``).
+    An exception that came from a called agent (``CarriesCause``: it, or one it was raised
+    ``from``, has ``cause_hops``) gives ``data.cause``, the failure's path across agents;
+    its malformed hops are dropped, never failing the answer (see ``core.cause``).
     ``extras`` (``node``, ``flow``, ``retried`` ...) are added on top, the exception's own
     extras winning.
     """
@@ -206,6 +213,9 @@ def error_data_for_exception(
         fields["retried"] = found.retried
     if message.incident_id is not None:
         fields["incident_id"] = message.incident_id
+    hops = cause_hops_of(exc, also=found.exception)
+    if hops is not None:
+        fields["cause"] = hops  # checked (and cut to MAX_CAUSE_DEPTH) by the model
     source = found.exception
     if isinstance(source, LlamonApplicationError):
         fields.update(source.extras)

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from llamon_agent.core.catalog import DEFAULT_OPERATOR_ACTIONS, reason_spec
+from llamon_agent.core.cause import cause_chain, cause_evidence
 from llamon_agent.core.classify import classify_exception
 from llamon_agent.core.codes import ErrorCode, Stage
 from llamon_agent.core.error_data import BaseErrorData
@@ -138,7 +139,8 @@ class FailureRecord:
         """A record for an error answer already built (ours, or one another agent sent).
 
         Code, reason, message and retryable come from ``data``; its ``incidentId``,
-        ``retryAfterMs``, ``errorSource`` and ``domainCode`` become evidence. Cheaper than
+        ``retryAfterMs``, ``errorSource``, ``domainCode`` and ``cause`` (the failure's path
+        across agents, the same hops the caller reads) become evidence. Cheaper than
         ``from_exception`` when the answer exists: nothing is classified twice.
         """
         details: dict[str, object] = {
@@ -146,6 +148,7 @@ class FailureRecord:
             "retry_after_ms": data.retry_after_ms,
             "error_source": data.error_source,
             "domain_code": data.domain_code,
+            "cause": cause_evidence(data.cause),
         }
         merged = {key: value for key, value in details.items() if value is not None}
         merged.update(evidence or {})
@@ -180,8 +183,9 @@ class FailureRecord:
         yielded to its cause. An unmapped exception without an envelope gets the generic
         message with an incident id (its text stays in the server log). Evidence keeps
         the exception type (and the deciding cause's), ``http_status``,
-        ``retry_after_ms``, ``retried`` and ``attempt_codes`` (each attempt's error code,
-        in order) when known.
+        ``retry_after_ms``, ``retried``, ``attempt_codes`` (each attempt's error code, in
+        order) and, for an exception from a called agent, its ``cause`` chain (the hops
+        ``data.cause`` would carry) when known.
         """
         found = classify_exception(exc)
         base: dict[str, Any] = {}
@@ -221,6 +225,9 @@ class FailureRecord:
             merged_evidence["retried"] = found.retried
         if found.attempt_codes:
             merged_evidence["attempt_codes"] = [code.value for code in found.attempt_codes]
+        chain = cause_evidence(cause_chain(exc, also=found.exception))
+        if chain is not None:
+            merged_evidence["cause"] = chain
         merged_evidence.update(evidence or {})
         context = {"stage": stage, "tool": tool, "plan_id": plan_id, "step_id": step_id}
         base.update({key: value for key, value in context.items() if value is not None})

@@ -1116,6 +1116,7 @@ _IDENTITY_KEYS: Final = frozenset(
 
 _DEFAULT_ALLOWED_KEYS: Final = frozenset(
     {
+        "agent",
         "arguments_preview",
         "dropped_keys",
         "attempt",
@@ -1123,6 +1124,7 @@ _DEFAULT_ALLOWED_KEYS: Final = frozenset(
         "attempts",
         "auth_readiness",
         "candidate_names",
+        "cause",
         "chain",
         "completed_nodes",
         "content_type",
@@ -1198,6 +1200,7 @@ _DEFAULT_ALLOWED_KEYS: Final = frozenset(
         "tool_name",
         "top_k",
         "trace_metadata",
+        "truncated",
         "url_path",
         "violation_category",
     }
