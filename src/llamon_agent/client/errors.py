@@ -290,13 +290,12 @@ def _status_data(task: Task) -> dict[str, Any] | None:
 _TASK_STATE_RULES: Final = {
     "failed": (ErrorCode.INTERNAL_ERROR, "remote_task_failed", False),
     "rejected": (ErrorCode.INVALID_INPUT, "remote_task_rejected", False),
-    "canceled": (ErrorCode.INTERNAL_ERROR, "remote_task_canceled", False),
 }
 """A task that ended badly without error data: classified by its state."""
 
 
 def remote_error_from_task(task: Task, *, agent: str | None = None) -> RemoteAgentError:
-    """The error for a task that ended ``failed`` (or ``rejected`` / ``canceled``).
+    """The error for a task that ended ``failed`` (or ``rejected``).
 
     A llamon server's ``ApplicationErrorData`` DataPart decides; without it the state does
     (``failed`` -> ``INTERNAL_ERROR`` ``remote_task_failed``, ``rejected`` ->

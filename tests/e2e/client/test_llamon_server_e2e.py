@@ -65,11 +65,12 @@ async def test_a_completed_task_is_a_result(server: str) -> None:
         result = await agent.send("hello")
     assert result.state == TaskState.completed
     assert result.text == "echo hello"
-    assert result.task_id and result.context_id
-    assert not result.needs_input and result.question is None
+    assert result.task_id
+    assert result.context_id
+    assert not result.needs_input
+    assert result.question is None
 
 
-@pytest.mark.reason("classifier_quota_exceeded")
 async def test_a_failed_task_raises_its_code_with_every_data_field(server: str) -> None:
     async with AgentClient(server) as agent:
         with pytest.raises(RemoteRateLimitedError) as caught:
@@ -83,13 +84,16 @@ async def test_a_failed_task_raises_its_code_with_every_data_field(server: str) 
     )
     assert error.retry_after_ms == 60_000
     assert error.agent == "test-agent"
-    assert error.task_id and error.context_id
-    assert error.http_status is None and error.jsonrpc_code is None
+    assert error.task_id
+    assert error.context_id
+    assert error.http_status is None
+    assert error.jsonrpc_code is None
     assert error.data is not None
     assert error.data.error_source == "llm:classifier"
     assert (error.data.domain, error.data.domain_code) == ("subject-management", "DOC_005")
     assert error.data.error_message == "quota used up"
-    assert error.raw_data is not None and error.raw_data["errorCode"] == "RATE_LIMITED"
+    assert error.raw_data is not None
+    assert error.raw_data["errorCode"] == "RATE_LIMITED"
     assert error.cause_hops == [
         {
             "agent": "test-agent",
@@ -110,7 +114,8 @@ async def test_a_jsonrpc_error_with_data_is_classified_from_its_data(server: str
         following = await agent.send("still there?")
     error = caught.value
     assert error.jsonrpc_code == -32001
-    assert error.data is not None and error.data.error_code is ErrorCode.NOT_FOUND
+    assert error.data is not None
+    assert error.data.error_code is ErrorCode.NOT_FOUND
     assert error.reason == error.data.error_reason
     assert error.task_id == "no-such-task"
     assert following.text == "echo still there?"
@@ -130,7 +135,6 @@ async def test_input_required_is_a_result_and_resume_completes_it(server: str) -
     assert got.state == TaskState.completed
 
 
-@pytest.mark.reason("classifier_quota_exceeded")
 async def test_a_remote_failure_raised_in_an_agent_answers_its_caller_the_same(
     server: str,
 ) -> None:
