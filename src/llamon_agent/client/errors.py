@@ -123,9 +123,6 @@ class RemoteAgentError(LlamonApplicationError):
         self.data = data
         self.raw_data: dict[str, Any] | None = None if raw_data is None else dict(raw_data)
 
-    def __str__(self) -> str:
-        return self.message
-
     @property
     def cause_hops(self) -> list[dict[str, object]]:
         """Where the failure happened, nearest first: a hop for the called agent itself
