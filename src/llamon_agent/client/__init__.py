@@ -1,7 +1,9 @@
 """Calling other agents over A2A, where every failure arrives as a typed value.
 
 Built on a2a-sdk's client (its transports and types), so it works against any A2A 0.3
-server, llamon or not. ``call_with_retry`` retries a call by the kind of its failure
+server, llamon or not. ``AgentClient(url).send(...)`` gives a ``RemoteResult`` or raises
+one of the ``RemoteAgentError`` family (one class per errorCode, the remote error data
+parsed). ``call_with_retry`` retries a call by the kind of its failure
 (``RetryPolicy``); ``all_or_nothing``, ``best_effort`` and ``Saga`` call several agents
 at once.
 """
@@ -13,6 +15,9 @@ from typing import TYPE_CHECKING
 from llamon_agent._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from llamon_agent.client.agent_client import AgentClient, CardMismatchError
+    from llamon_agent.client.auth import ApiKey, Bearer, Credential
+    from llamon_agent.client.card import clear_card_cache
     from llamon_agent.client.combinators import (
         Call,
         CompensationFailure,
@@ -25,12 +30,48 @@ if TYPE_CHECKING:
         best_effort,
         saga_step,
     )
+    from llamon_agent.client.errors import (
+        RemoteAgentError,
+        RemoteApplicationErrorData,
+        RemoteAuthRequiredError,
+        RemoteGuardrailBlockedError,
+        RemoteInternalError,
+        RemoteInvalidInputError,
+        RemoteNotFoundError,
+        RemoteProtocolErrorData,
+        RemoteRateLimitedError,
+        RemoteTimeoutError,
+        RemoteUnavailableError,
+        remote_error_from_exception,
+        remote_error_from_http,
+        remote_error_from_jsonrpc,
+        remote_error_from_task,
+        remote_error_from_transport,
+    )
+    from llamon_agent.client.result import RemoteResult
     from llamon_agent.client.retry import RetryKind, RetryPolicy, call_with_retry
 
 __all__ = [
+    "AgentClient",
+    "ApiKey",
+    "Bearer",
     "Call",
+    "CardMismatchError",
     "CompensationFailure",
+    "Credential",
     "Outcome",
+    "RemoteAgentError",
+    "RemoteApplicationErrorData",
+    "RemoteAuthRequiredError",
+    "RemoteGuardrailBlockedError",
+    "RemoteInternalError",
+    "RemoteInvalidInputError",
+    "RemoteNotFoundError",
+    "RemoteProtocolErrorData",
+    "RemoteRateLimitedError",
+    "RemoteResult",
+    "RemoteTimeoutError",
+    "RemoteUnavailableError",
     "RetryKind",
     "RetryPolicy",
     "Saga",
@@ -40,10 +81,19 @@ __all__ = [
     "all_or_nothing",
     "best_effort",
     "call_with_retry",
+    "clear_card_cache",
+    "remote_error_from_exception",
+    "remote_error_from_http",
+    "remote_error_from_jsonrpc",
+    "remote_error_from_task",
+    "remote_error_from_transport",
     "saga_step",
 ]
 
 _HOMES: dict[str, str] = {
+    **dict.fromkeys(("AgentClient", "CardMismatchError"), "llamon_agent.client.agent_client"),
+    **dict.fromkeys(("ApiKey", "Bearer", "Credential"), "llamon_agent.client.auth"),
+    **dict.fromkeys(("clear_card_cache",), "llamon_agent.client.card"),
     **dict.fromkeys(
         (
             "Call",
@@ -59,6 +109,28 @@ _HOMES: dict[str, str] = {
         ),
         "llamon_agent.client.combinators",
     ),
+    **dict.fromkeys(
+        (
+            "RemoteAgentError",
+            "RemoteApplicationErrorData",
+            "RemoteAuthRequiredError",
+            "RemoteGuardrailBlockedError",
+            "RemoteInternalError",
+            "RemoteInvalidInputError",
+            "RemoteNotFoundError",
+            "RemoteProtocolErrorData",
+            "RemoteRateLimitedError",
+            "RemoteTimeoutError",
+            "RemoteUnavailableError",
+            "remote_error_from_exception",
+            "remote_error_from_http",
+            "remote_error_from_jsonrpc",
+            "remote_error_from_task",
+            "remote_error_from_transport",
+        ),
+        "llamon_agent.client.errors",
+    ),
+    **dict.fromkeys(("RemoteResult",), "llamon_agent.client.result"),
     **dict.fromkeys(("RetryKind", "RetryPolicy", "call_with_retry"), "llamon_agent.client.retry"),
 }
 """Where each public name lives; it is loaded from there on first use."""
