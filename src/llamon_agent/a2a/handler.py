@@ -429,15 +429,25 @@ class LlamonRequestHandler(DefaultRequestHandler):
         runs (as ``tasks/resubscribe``), ending with its end."""
         logger.info("task %s: a repeated message answered with its task", task.id)
         yield task
-        if task.status.state in TERMINAL_STATES or self._claims.running(task.id) is None:
+        if task.status.state in TERMINAL_STATES:
             return
-        with contextlib.suppress(ServerError):  # the run ended before it could be followed
-            async for event in super().on_resubscribe_to_task(TaskIdParams(id=task.id), context):
-                yield _stream_event(event)
-            return
+        claim = self._claims.running(task.id)
+        if claim is not None:
+            with contextlib.suppress(ServerError):  # the run ended before it was followed
+                async for event in super().on_resubscribe_to_task(
+                    TaskIdParams(id=task.id), context
+                ):
+                    event = _stream_event(event)
+                    yield event
+                    if isinstance(event, TaskStatusUpdateEvent) and event.final:
+                        return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(claim.done.wait(), RUN_END_WAIT)
         stored = await self.task_store.get(task.id, context)
         if stored is not None and stored.status != task.status:
-            yield _stream_event(stored)
+            yield TaskStatusUpdateEvent(
+                task_id=stored.id, context_id=stored.context_id, status=stored.status, final=True
+            )
 
     async def on_message_send(
         self, params: MessageSendParams, context: ServerCallContext | None = None
