@@ -43,6 +43,7 @@ class Served:
     sent: SentMessages
     runs: list[str]
     gate: asyncio.Event = field(default_factory=asyncio.Event)
+    started: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 def _card(auth: AuthSpec | None = None) -> AgentCard:
@@ -56,7 +57,9 @@ def _card(auth: AuthSpec | None = None) -> AgentCard:
     )
 
 
-def _counting_agent(runs: list[str], gate: asyncio.Event) -> Callable[..., Any]:
+def _counting_agent(
+    runs: list[str], gate: asyncio.Event, started: asyncio.Event
+) -> Callable[..., Any]:
     async def agent(ctx: AgentContext) -> str | HITLInterrupt:
         runs.append(ctx.text)
         if ctx.resumed:
@@ -64,6 +67,7 @@ def _counting_agent(runs: list[str], gate: asyncio.Event) -> Callable[..., Any]:
         if ctx.text == "ask":
             return HITLInterrupt(payload={"question": "which one?"})
         if ctx.text == "wait":
+            started.set()
             await gate.wait()
         return f"echo {ctx.text}"
 
@@ -79,18 +83,18 @@ async def serve(
     window: float | None = None,
 ) -> AsyncIterator[Served]:
     runs = [] if runs is None else runs
-    gate = asyncio.Event()
+    gate, started = asyncio.Event(), asyncio.Event()
     card = _card(AuthSpec.api_key() if auth else None)
     config = AuthConfig.from_card(card, principals={"alice": KEY_A, "bob": KEY_B}) if auth else None
     app = create_app(
-        _counting_agent(runs, gate),
+        _counting_agent(runs, gate, started),
         card,
         auth=config,
         task_store=task_store,
         idempotency_window=window,
     )
     async with running_server(app) as url:
-        served = Served(url, app.state.llamon_sent_messages, runs, gate)
+        served = Served(url, app.state.llamon_sent_messages, runs, gate, started)
         try:
             yield served
         finally:
@@ -183,8 +187,7 @@ async def test_a_repeated_stream_of_a_running_send_follows_it_to_its_end() -> No
         first = (await post(http, served.url, _send(message, blocking=False)))["result"]
         body = request("message/stream", {"message": message})
         following = asyncio.create_task(post_stream(http, served.url, body))
-        while not served.runs:  # the run started before the first answer; never twice
-            await asyncio.sleep(0)
+        await asyncio.wait_for(served.started.wait(), 10)
         served.gate.set()
         events = await asyncio.wait_for(following, 10)
         results = [event["result"] for event in events]
@@ -262,21 +265,19 @@ async def test_a_restarted_server_on_sqlite_still_answers_the_repeat(tmp_path: P
     message = text_message("durable")
     stores = await open_stores("sqlite", home=tmp_path)
     try:
-        async with serve(stores.task_store, runs=runs) as served:
-            async with httpx.AsyncClient(timeout=10) as http:
-                first = await _task(http, served.url, message)
+        async with serve(stores.task_store, runs=runs) as served, httpx.AsyncClient() as http:
+            first = await _task(http, served.url, message)
     finally:
         await stores.close()
 
     stores = await open_stores("sqlite", home=tmp_path)  # a new server: nothing in memory
     try:
-        async with serve(stores.task_store, runs=runs) as served:
-            async with httpx.AsyncClient(timeout=10) as http:
-                again = await _task(http, served.url, message)
-                assert again["id"] == first["id"]
-                assert again["status"]["state"] == TaskState.completed.value
-                assert runs == ["durable"]
-                await _next_request_is_answered(http, served)
+        async with serve(stores.task_store, runs=runs) as served, httpx.AsyncClient() as http:
+            again = await _task(http, served.url, message)
+            assert again["id"] == first["id"]
+            assert again["status"]["state"] == TaskState.completed.value
+            assert runs == ["durable"]
+            await _next_request_is_answered(http, served)
     finally:
         await stores.close()
 
@@ -286,9 +287,11 @@ async def test_a_restarted_server_on_sqlite_keeps_callers_apart(tmp_path: Path) 
     message = text_message("whose")
     stores = await open_stores("sqlite", home=tmp_path)
     try:
-        async with serve(stores.task_store, auth=True, runs=runs) as served:
-            async with httpx.AsyncClient(timeout=10, headers={"X-API-Key": KEY_A}) as alice:
-                first = await _task(alice, served.url, message)
+        async with (
+            serve(stores.task_store, auth=True, runs=runs) as served,
+            httpx.AsyncClient(headers={"X-API-Key": KEY_A}) as alice,
+        ):
+            first = await _task(alice, served.url, message)
     finally:
         await stores.close()
 
@@ -310,14 +313,16 @@ async def test_a_restarted_server_on_sqlite_keeps_callers_apart(tmp_path: Path) 
 
 @pytest.mark.parametrize("streaming", [False, True])
 async def test_a2a_sdks_client_sending_twice_gets_one_task(stores: Stores, streaming: bool) -> None:
-    async with serve(stores.task_store) as served:
-        async with a2a_client(served.url, streaming=streaming) as client:
-            message = user_message("sdk")
-            first = await send(client, message)
-            again = await send(client, message)
-            assert again.id == first.id
-            assert again.status.state == TaskState.completed
-            assert served.runs == ["sdk"]
-            after = await send(client, user_message("next"))
-            assert after.status.state == TaskState.completed
-            assert served.runs == ["sdk", "next"]
+    async with (
+        serve(stores.task_store) as served,
+        a2a_client(served.url, streaming=streaming) as client,
+    ):
+        message = user_message("sdk")
+        first = await send(client, message)
+        again = await send(client, message)
+        assert again.id == first.id
+        assert again.status.state == TaskState.completed
+        assert served.runs == ["sdk"]
+        after = await send(client, user_message("next"))
+        assert after.status.state == TaskState.completed
+        assert served.runs == ["sdk", "next"]
