@@ -8,15 +8,21 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from a2a.server.tasks import InMemoryTaskStore
+from a2a.server.tasks import DatabaseTaskStore, InMemoryTaskStore
 from a2a.types import Task, TaskState, TaskStatus
 
 from llamon_agent.a2a.sent import SentKey, SentMessages, check_window
 from llamon_agent.a2a.stores import Stores, open_stores
 from llamon_agent.a2a.stores.guard import guard_task_store
-from llamon_agent.a2a.stores.sent_lookup import SENT_METADATA_KEY, sent_finder, sent_message_id
+from llamon_agent.a2a.stores.sent_lookup import (
+    POSTGRES_SENT_INDEX,
+    SENT_METADATA_KEY,
+    sent_finder,
+    sent_message_id,
+)
 from llamon_agent.a2a.stores.sqlite import SQLITE_SCHEMA_VERSION, SQLiteTaskStore
 from llamon_agent.core.settings import IDEMPOTENCY_WINDOW_ENV, idempotency_window_setting
+from tests._support.stores import postgres_schema
 
 
 def _task(task_id: str, message_id: str | None, owner: str | None = None) -> Task:
@@ -140,3 +146,34 @@ def test_the_window_variable_is_read_in_seconds(monkeypatch: pytest.MonkeyPatch)
         monkeypatch.setenv(IDEMPOTENCY_WINDOW_ENV, bad)
         with pytest.raises(ValueError, match=IDEMPOTENCY_WINDOW_ENV):
             idempotency_window_setting()
+
+
+async def test_the_postgres_lookup_uses_its_expression_index() -> None:
+
+    async with postgres_schema() as dsn:
+        stores = await open_stores("postgres", dsn=dsn)
+        await _the_postgres_lookup_uses_its_index(stores)
+
+
+async def _the_postgres_lookup_uses_its_index(stores: Stores) -> None:
+    from sqlalchemy import text
+
+    try:
+        store = stores.task_store
+        assert isinstance(store, DatabaseTaskStore)
+        await store.save(_task("t-pg", "m-pg"))
+        finder = sent_finder(store)
+        assert finder is not None
+        assert [task.id for task in await finder("m-pg")] == ["t-pg"]
+        async with store.engine.connect() as connection:
+            await connection.execute(text("SET enable_seqscan = off"))
+            plan = await connection.execute(
+                text(
+                    "EXPLAIN SELECT id FROM tasks"
+                    " WHERE (tasks.metadata #>> '{llamon.sent,messageId}') = 'm-pg'"
+                )
+            )
+            lines = " ".join(str(row[0]) for row in plan)
+        assert POSTGRES_SENT_INDEX in lines
+    finally:
+        await stores.close()
