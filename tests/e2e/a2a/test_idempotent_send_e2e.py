@@ -31,6 +31,7 @@ from llamon_agent.a2a.stores import Stores, open_stores
 from llamon_agent.core.hitl import HITLInterrupt
 from tests._support.a2a_server import a2a_client, running_server, send, user_message
 from tests._support.jsonrpc import post, post_stream, request, text_message
+from tests._support.serve import llamon_serve, rpc
 
 KEY_A = "alice-key-7c1e3a5f9b2d4e60"
 KEY_B = "bob-key-2d8a6f0c4e1b9735"
@@ -326,3 +327,20 @@ async def test_a2a_sdks_client_sending_twice_gets_one_task(stores: Stores, strea
         after = await send(client, user_message("next"))
         assert after.status.state == TaskState.completed
         assert served.runs == ["sdk", "next"]
+
+
+async def test_a_restarted_llamon_serve_process_answers_the_repeat(tmp_path: Path) -> None:
+    """``llamon serve`` on SQLite, stopped and started again: the repeat answers the first
+    task as it was (a second run would be a new task, or a longer history)."""
+    params = {"message": text_message("hello")}
+    async with httpx.AsyncClient(timeout=10) as http:
+        async with llamon_serve(tmp_path) as (_, url):
+            first = (await rpc(http, url, "message/send", params))["result"]
+        assert first["status"]["state"] == TaskState.completed.value
+        async with llamon_serve(tmp_path) as (_, url):
+            again = (await rpc(http, url, "message/send", params))["result"]
+            assert again == first
+            fresh = {"message": text_message("hello")}
+            other = (await rpc(http, url, "message/send", fresh))["result"]
+            assert other["id"] != first["id"]
+            assert other["status"]["state"] == TaskState.completed.value
