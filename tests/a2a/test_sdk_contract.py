@@ -130,6 +130,13 @@ HOOKS = [
         "async",
         "_RunManager overrides it (a run's claim is let go once its end is stored)",
     ),
+    Hook(
+        TaskManager,
+        "_save_task",
+        ("task",),
+        "async",
+        "_RunManager overrides it (a task a message starts is stamped llamon.sent)",
+    ),
     # llamon_agent.a2a.handler._Reader
     Hook(ResultAggregator, "__init__", ("task_manager",), "sync", "_Reader(task_manager)"),
     Hook(

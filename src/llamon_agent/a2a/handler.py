@@ -20,6 +20,12 @@ so every method on another caller's task (or a ``message/send`` naming its task 
 context) answers -32001 exactly as for a task that does not exist, and push config
 answers mask the token and URL credentials (``llamon_agent.a2a.ownership``).
 
+A repeated send is answered, not run (``llamon_agent.a2a.sent``): a ``message/send`` or
+``message/stream`` without a ``taskId`` whose ``messageId`` the same caller sent in the
+same context within the idempotency window answers the task that message started -- as
+it is now (a blocking send waits for its run to end; a stream follows the run, or gets
+the task) -- and the agent does not run again.
+
 One run per task, one end per run (``task_locks``): a second ``message/send`` or
 ``message/stream`` on a task that is running a request already is refused with
 ``task_busy`` (-32041, retriable) instead of starting a second agent, and ``tasks/cancel``
@@ -77,14 +83,17 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import ServerError
+from a2a.utils.task import apply_history_length
 
 from llamon_agent.a2a.executor import CustomAgentExecutor
 from llamon_agent.a2a.ownership import OwnedTaskStore, masked_push_config
 from llamon_agent.a2a.parts import application_error_to_parts
 from llamon_agent.a2a.protocol import as_protocol_errors, push_not_supported
 from llamon_agent.a2a.queues import LlamonQueueManager, abandon_queue
+from llamon_agent.a2a.sent import DEFAULT_WINDOW, SentMessages
 from llamon_agent.a2a.states import PAUSED_STATES, TERMINAL_STATES
 from llamon_agent.a2a.stores.guard import GuardedTaskStore, guard_task_store
+from llamon_agent.a2a.stores.sent_lookup import SENT_METADATA_KEY
 from llamon_agent.a2a.task_locks import RunClaim, TaskClaims, task_busy
 from llamon_agent.core.errors import error_data_for_exception
 
@@ -102,7 +111,8 @@ CLAIM_GRACE: Final = 10.0
 
 class _RunManager(TaskManager):
     """a2a-sdk's ``TaskManager`` for one run: once the run's final event is stored, the
-    run's claim is let go (the task takes a next request at once)."""
+    run's claim is let go (the task takes a next request at once). A task the run's
+    message starts is stamped ``sent`` (``llamon.sent``) on every save."""
 
     def __init__(
         self,
@@ -110,6 +120,7 @@ class _RunManager(TaskManager):
         task_store: TaskStore,
         params: MessageSendParams,
         context: ServerCallContext | None,
+        sent: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(
             task_id=params.message.task_id,
@@ -120,6 +131,12 @@ class _RunManager(TaskManager):
         )
         self.claims = claims
         self.claim: RunClaim | None = None
+        self.sent = sent
+
+    async def _save_task(self, task: Task) -> None:
+        if self.sent is not None and SENT_METADATA_KEY not in (task.metadata or {}):
+            task.metadata = {**(task.metadata or {}), SENT_METADATA_KEY: self.sent}
+        await super()._save_task(task)
 
     async def save_task_event(
         self, event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent
@@ -193,19 +210,27 @@ class LlamonRequestHandler(DefaultRequestHandler):
     ``task_store`` is used through ``guard_task_store`` (outages classified, refused
     terminal writes retried), by the executor too when it was given the same store;
     requests read and write it through ``OwnedTaskStore`` (tasks belong to their
-    caller); queues come from ``LlamonQueueManager`` unless given.
+    caller); queues come from ``LlamonQueueManager`` unless given. ``idempotency_window``:
+    seconds a repeated send is answered with the task it started (``0``: never);
+    ``sent`` holds them (``SentMessages``; its ``clock`` may be replaced).
     """
 
     agent_executor: CustomAgentExecutor
     task_store: OwnedTaskStore
 
     def __init__(
-        self, agent_executor: CustomAgentExecutor, task_store: TaskStore, **kwargs: Any
+        self,
+        agent_executor: CustomAgentExecutor,
+        task_store: TaskStore,
+        *,
+        idempotency_window: float = DEFAULT_WINDOW,
+        **kwargs: Any,
     ) -> None:
         kwargs.setdefault("queue_manager", LlamonQueueManager())
         guarded = guard_task_store(task_store)
         super().__init__(agent_executor, OwnedTaskStore(guarded), **kwargs)
         self.guarded_store: GuardedTaskStore = guarded
+        self.sent = SentMessages(guarded, idempotency_window)
         self._producer_claims: dict[asyncio.Task[Any], RunClaim] = {}
         if agent_executor.task_store is task_store:  # one guard, one set of pending ends
             agent_executor.task_store = guarded
@@ -251,8 +276,11 @@ class LlamonRequestHandler(DefaultRequestHandler):
         self, params: MessageSendParams, context: ServerCallContext | None
     ) -> tuple[TaskManager, str, EventQueue, ResultAggregator, asyncio.Task[Any]]:
         """a2a-sdk 0.3's ``_setup_message_execution``, with the run's claim, its own queue
-        and a ``_Reader`` that reports a failed read of the events."""
-        manager = _RunManager(self._claims, self.task_store, params, context)
+        and a ``_Reader`` that reports a failed read of the events; a task it starts is
+        stamped with its message (``sent``)."""
+        key = self.sent.key(params.message, context)  # before a2a-sdk fills the context
+        stamp = self.sent.stamp(key) if key is not None else None
+        manager = _RunManager(self._claims, self.task_store, params, context, stamp)
         task: Task | None = await manager.get_task()
         if task:
             if task.status.state in TERMINAL_STATES:
@@ -276,6 +304,8 @@ class LlamonRequestHandler(DefaultRequestHandler):
             context=context,
         )
         task_id = cast("str", request_context.task_id)
+        if key is not None and stamp is not None and task is None:
+            self.sent.remember(key, task_id, stamp)
         configuration = params.configuration
         if self._push_config_store and configuration and configuration.push_notification_config:
             await self._push_config_store.set_info(task_id, configuration.push_notification_config)
@@ -365,12 +395,70 @@ class LlamonRequestHandler(DefaultRequestHandler):
         if unknown_context is not None:  # rare: a client-named context not remembered
             await self.task_store.check_context(unknown_context, context)
 
+    async def _earlier_task(
+        self, params: MessageSendParams, context: ServerCallContext | None
+    ) -> Task | None:
+        """The task this message started already (a repeat within the window), as the
+        caller may read it; ``None`` when it is no repeat or the task is gone."""
+        key = self.sent.key(params.message, context)
+        if key is None:
+            return None
+        task_id = await self.sent.earlier(key)
+        if task_id is None:
+            return None
+        return await self.task_store.get(task_id, context)
+
+    async def _send_again(
+        self, task: Task, params: MessageSendParams, context: ServerCallContext | None
+    ) -> Task:
+        """A repeated message/send's answer: ``task`` now, or once its run ends when the
+        send is blocking (as a first blocking send waits)."""
+        claim = self._claims.running(task.id)
+        blocking = not (params.configuration and params.configuration.blocking is False)
+        if claim is not None and blocking:
+            await claim.done.wait()
+            task = await self.task_store.get(task.id, context) or task
+        logger.info("task %s: a repeated message answered with its task", task.id)
+        history_length = params.configuration.history_length if params.configuration else None
+        return apply_history_length(task, history_length)
+
+    async def _stream_again(
+        self, task: Task, context: ServerCallContext | None
+    ) -> AsyncGenerator[Event]:
+        """A repeated message/stream's events: ``task``, then those of its run while it
+        runs (as ``tasks/resubscribe``), ending with its end."""
+        logger.info("task %s: a repeated message answered with its task", task.id)
+        yield task
+        if task.status.state in TERMINAL_STATES:
+            return
+        claim = self._claims.running(task.id)
+        if claim is not None:
+            with contextlib.suppress(ServerError):  # the run ended before it was followed
+                async for event in super().on_resubscribe_to_task(
+                    TaskIdParams(id=task.id), context
+                ):
+                    event = _stream_event(event)
+                    yield event
+                    if isinstance(event, TaskStatusUpdateEvent) and event.final:
+                        return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(claim.done.wait(), RUN_END_WAIT)
+        stored = await self.task_store.get(task.id, context)
+        if stored is not None and stored.status != task.status:
+            yield TaskStatusUpdateEvent(
+                task_id=stored.id, context_id=stored.context_id, status=stored.status, final=True
+            )
+
     async def on_message_send(
         self, params: MessageSendParams, context: ServerCallContext | None = None
     ) -> Message | Task:
-        """message/send: validate, run, and surface a protocol error the agent raised."""
+        """message/send: validate, run (or answer a repeat), and surface a protocol
+        error the agent raised."""
         with as_protocol_errors():
             await self._admit(params, context)
+            earlier = await self._earlier_task(params, context)
+            if earlier is not None:
+                return await self._send_again(earlier, params, context)
             result = await super().on_message_send(params, context)
         if isinstance(result, Task):
             error = self.agent_executor.protocol_errors.pop(result.id)
@@ -384,6 +472,11 @@ class LlamonRequestHandler(DefaultRequestHandler):
         """message/stream: as message/send, event by event."""
         with as_protocol_errors():
             await self._admit(params, context)
+            earlier = await self._earlier_task(params, context)
+            if earlier is not None:
+                async for event in self._stream_again(earlier, context):
+                    yield event
+                return
             async for item in super().on_message_send_stream(params, context):
                 event = _stream_event(item)
                 if (

@@ -68,6 +68,9 @@ class ServeOptions:
     push_policy: PushPolicy | None = None
     """Which webhook URLs push notifications may reach (``create_app(push_policy=)``);
     ``None``: http(s) to public addresses, plus the networks in ``LLAMON_PUSH_ALLOW``."""
+    idempotency_window: float | None = None
+    """Seconds a repeated send is answered with the task it started
+    (``create_app(idempotency_window=)``); ``None``: ``LLAMON_IDEMPOTENCY_WINDOW``, else 24 h."""
 
 
 def load_target(target: str) -> Any:
@@ -208,6 +211,7 @@ async def serve_agent(
             limits=options.limits,
             gc_freeze=options.gc_freeze,
             push_policy=options.push_policy,
+            idempotency_window=options.idempotency_window,
         )
         logging_setup: dict[str, Any] = {}
         if options.log_format is not None:

@@ -73,9 +73,10 @@ from llamon_agent.a2a.protocol import (
 )
 from llamon_agent.a2a.push import BackgroundPushSender, PolicyCheckedConfigStore
 from llamon_agent.a2a.push_policy import PushPolicy
+from llamon_agent.a2a.sent import DEFAULT_WINDOW
 from llamon_agent.a2a.stores import memory_stores
 from llamon_agent.core.logs import install_log_scrubbing
-from llamon_agent.core.settings import push_allow_setting
+from llamon_agent.core.settings import idempotency_window_setting, push_allow_setting
 
 __all__ = ["LlamonA2AApplication", "create_app", "freeze_startup_heap"]
 
@@ -374,6 +375,7 @@ def create_app(
     on_shutdown: Callable[[], Any] | None = None,
     gc_freeze: bool = True,
     push_policy: PushPolicy | None = None,
+    idempotency_window: float | None = None,
 ) -> Starlette:
     """The A2A Starlette app for ``agent`` (anything ``as_agent`` accepts) and its card.
 
@@ -398,6 +400,11 @@ def create_app(
     is answered -32602 ``push_url_refused`` when set, and checked again after DNS at each
     delivery. Notifications are POSTed in the background (``BackgroundPushSender``,
     ``app.state.llamon_push_sender``), never on the caller's request.
+    ``idempotency_window``: seconds a repeated send (the same caller's ``messageId`` in
+    the same context) is answered with the task it started instead of running again
+    (``llamon_agent.a2a.sent``); ``None``: ``LLAMON_IDEMPOTENCY_WINDOW``, else 24 h;
+    ``0``: off. A bad value raises ``ValueError``. ``app.state.llamon_sent_messages``
+    holds them.
     """
     install_log_scrubbing()
     _quiet_client_mistakes()
@@ -416,8 +423,14 @@ def create_app(
         policy = push_policy or PushPolicy(allow=push_allow_setting())
         push_store = PolicyCheckedConfigStore(push_store, policy)
         push_sender = BackgroundPushSender(push_store, policy)
+    if idempotency_window is None:
+        idempotency_window = idempotency_window_setting()
     handler = LlamonRequestHandler(
-        executor, task_store=tasks, push_config_store=push_store, push_sender=push_sender
+        executor,
+        task_store=tasks,
+        push_config_store=push_store,
+        push_sender=push_sender,
+        idempotency_window=DEFAULT_WINDOW if idempotency_window is None else idempotency_window,
     )
 
     @asynccontextmanager
@@ -446,4 +459,5 @@ def create_app(
     app.state.llamon_executor = executor
     app.state.llamon_task_store = tasks
     app.state.llamon_push_sender = push_sender
+    app.state.llamon_sent_messages = handler.sent
     return app

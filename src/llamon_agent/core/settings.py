@@ -16,6 +16,8 @@ operator can change a variable before the part that reads it starts.
 * ``LLAMON_SCRUB_KEY`` -- the key of the scrubber's keyed hashes; random per process.
 * ``LLAMON_SCRUB_LOGS`` -- ``0``: other libraries' log records are not scrubbed; on by
   default.
+* ``LLAMON_IDEMPOTENCY_WINDOW`` -- seconds a server answers a repeated ``message/send``
+  (same ``messageId``) with the task it started; default 86400 (24 h), ``0`` turns it off.
 * ``LLAMON_API_KEY``, ``LLAMON_BEARER_TOKEN`` -- ``llamon serve``: the API key or bearer
   token callers must send; none by default.
 
@@ -35,6 +37,7 @@ __all__ = [
     "DATABASE_URL_ENV",
     "DEBUG_ERRORS_ENV",
     "HOME_ENV",
+    "IDEMPOTENCY_WINDOW_ENV",
     "MCP_CONFIG_ENV",
     "PUSH_ALLOW_ENV",
     "SCRUB_KEY_ENV",
@@ -45,6 +48,7 @@ __all__ = [
     "database_url_setting",
     "debug_errors_enabled",
     "home_directory",
+    "idempotency_window_setting",
     "llamon_home",
     "mcp_config_setting",
     "push_allow_setting",
@@ -83,6 +87,9 @@ SCRUB_KEY_ENV: Final = "LLAMON_SCRUB_KEY"
 
 SCRUB_LOGS_ENV: Final = "LLAMON_SCRUB_LOGS"
 """Set to ``0`` to leave other libraries' log records unscrubbed; scrubbed otherwise."""
+
+IDEMPOTENCY_WINDOW_ENV: Final = "LLAMON_IDEMPOTENCY_WINDOW"
+"""Seconds a repeated ``message/send`` is answered with the task it started; ``0``: off."""
 
 API_KEY_ENV: Final = "LLAMON_API_KEY"
 """``llamon serve --api-key``: the API key callers must send."""
@@ -150,3 +157,22 @@ def scrub_key_setting() -> bytes | None:
 def scrub_logs_enabled() -> bool:
     """False only when ``$LLAMON_SCRUB_LOGS`` is ``0``: log scrubbing is on by default."""
     return os.environ.get(SCRUB_LOGS_ENV, "1").strip() != "0"
+
+
+def idempotency_window_setting() -> float | None:
+    """``$LLAMON_IDEMPOTENCY_WINDOW`` in seconds, or None when unset or empty.
+
+    Raises ``ValueError`` naming the variable when it is not a finite number >= 0.
+    """
+    value = os.environ.get(IDEMPOTENCY_WINDOW_ENV, "").strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise ValueError(
+            f"{IDEMPOTENCY_WINDOW_ENV} must be a number of seconds >= 0, got {value!r}"
+        )
+    return seconds

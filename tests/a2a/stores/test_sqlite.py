@@ -188,7 +188,7 @@ async def test_a_version_1_file_gets_the_context_index_and_keeps_its_tasks(
         assert await store.task_in_context("ctx") == _task("old")
     finally:
         await reopened.close()
-    assert _rows(tmp_path / "tasks.db", "PRAGMA user_version") == [(2,)]
+    assert _rows(tmp_path / "tasks.db", "PRAGMA user_version") == [(SQLITE_SCHEMA_VERSION,)]
     indexes = _rows(tmp_path / "tasks.db", "SELECT name FROM sqlite_master WHERE type = 'index'")
     assert ("llamon_tasks_context",) in indexes
 

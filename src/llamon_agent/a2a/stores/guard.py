@@ -36,6 +36,7 @@ from a2a.types import Task, TaskStatus
 
 from llamon_agent.a2a.states import TERMINAL_STATES
 from llamon_agent.a2a.stores.context_lookup import context_finder
+from llamon_agent.a2a.stores.sent_lookup import sent_finder
 from llamon_agent.core.classify import classify_exception
 from llamon_agent.core.codes import ErrorCode
 from llamon_agent.exceptions import LlamonError
@@ -80,6 +81,7 @@ class GuardedTaskStore(TaskStore):
         self._wake = asyncio.Event()
         self._retrier: asyncio.Task[None] | None = None
         self._find_context = context_finder(inner)
+        self._find_sent = sent_finder(inner)
 
     # -- TaskStore ------------------------------------------------------------------
 
@@ -122,6 +124,16 @@ class GuardedTaskStore(TaskStore):
             return None
         try:
             return await self._find_context(context_id)
+        except Exception as exc:
+            _raise_classified(exc)
+
+    async def tasks_sent_as(self, message_id: str) -> list[Task]:
+        """The stored tasks a message with ``message_id`` started (``[]`` when the store
+        cannot look them up); a transient failure raises ``TaskStoreUnavailableError``."""
+        if self._find_sent is None:
+            return []
+        try:
+            return await self._find_sent(message_id)
         except Exception as exc:
             _raise_classified(exc)
 

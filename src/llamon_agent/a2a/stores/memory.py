@@ -32,6 +32,9 @@ at most ``MemoryLimits.max_finished`` finished tasks, each for at most
 * ``task_in_context(context_id)`` answers the task saved last under ``context_id`` while
   the store holds it (one dict lookup; how a context's owner is learned again once the
   server's memory of recent contexts has forgotten it), else ``None``.
+* ``tasks_sent_as(message_id)`` answers the tasks held now that a message with that id
+  started (stamped ``llamon.sent``; how a repeated ``message/send`` is recognised once the
+  server's memory of recent messages has forgotten it), one dict lookup.
 * Everything lives in this process and is lost when it stops.
 """
 
@@ -50,6 +53,7 @@ from a2a.server.tasks import PushNotificationConfigStore, TaskStore
 from a2a.types import PushNotificationConfig, Task
 
 from llamon_agent.a2a.states import TERMINAL_STATES
+from llamon_agent.a2a.stores.sent_lookup import sent_message_id
 
 __all__ = [
     "FINISHED_STATES",
@@ -145,6 +149,8 @@ class BoundedMemoryTaskStore(TaskStore):
         # context id -> the task saved last in it; entries of removed tasks are pruned
         # once they outnumber the tasks (amortised O(1) per save).
         self._context_tasks: dict[str, str] = {}
+        # message id -> the tasks it started (llamon.sent); pruned with the contexts
+        self._sent_tasks: dict[str, list[str]] = {}
 
     @property
     def limits(self) -> MemoryLimits:
@@ -182,7 +188,13 @@ class BoundedMemoryTaskStore(TaskStore):
         finished = self._finished
         context_tasks = self._context_tasks
         context_tasks[task.context_id] = task_id
-        if len(context_tasks) > 2 * len(self._tasks) + 1024:
+        message_id = sent_message_id(task)
+        if message_id is not None:
+            started = self._sent_tasks.setdefault(message_id, [])
+            if task_id not in started:
+                started.append(task_id)
+        bound = 2 * len(self._tasks) + 1024
+        if len(context_tasks) > bound or len(self._sent_tasks) > bound:
             self._prune_contexts()
         if task.status.state in FINISHED_STATES:
             self._tasks[task_id] = task.model_dump_json()
@@ -220,9 +232,16 @@ class BoundedMemoryTaskStore(TaskStore):
         task_id = self._context_tasks.get(context_id)
         return None if task_id is None else await self.get(task_id)
 
+    async def tasks_sent_as(self, message_id: str) -> list[Task]:
+        """Copies of the tasks held now that a message with ``message_id`` started."""
+        found = [await self.get(task_id) for task_id in self._sent_tasks.get(message_id, ())]
+        return [task for task in found if task is not None]
+
     def _prune_contexts(self) -> None:
         tasks = self._tasks
         self._context_tasks = {c: t for c, t in self._context_tasks.items() if t in tasks}
+        sent = ((m, [t for t in ids if t in tasks]) for m, ids in self._sent_tasks.items())
+        self._sent_tasks = {m: ids for m, ids in sent if ids}
 
     def _evict_old(self, now: float) -> None:
         max_age = self._limits.max_finished_age

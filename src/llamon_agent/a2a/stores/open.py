@@ -47,6 +47,7 @@ from llamon_agent.a2a.stores.memory import (
     BoundedMemoryTaskStore,
     MemoryLimits,
 )
+from llamon_agent.a2a.stores.sent_lookup import postgres_sent_index
 from llamon_agent.a2a.stores.sqlite import (
     SQLitePushConfigStore,
     SQLiteTaskStore,
@@ -69,7 +70,7 @@ _NO_POSTGRES: ImportError | None = None
 """Why the postgres store cannot open here (the core install has no ``[postgres]`` extra)."""
 try:  # SQLite and memory need none of it
     from a2a.server.models import Base, PushNotificationConfigModel, TaskModel
-    from sqlalchemy import JSON, ColumnElement, or_, select, type_coerce
+    from sqlalchemy import JSON, ColumnElement, or_, select, text, type_coerce
     from sqlalchemy.engine import URL, make_url
     from sqlalchemy.exc import ArgumentError, IntegrityError, ProgrammingError
     from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -217,6 +218,8 @@ async def _create_tables(engine: AsyncEngine) -> None:
         try:
             async with engine.begin() as connection:
                 await connection.run_sync(Base.metadata.create_all, tables=tables)
+                if connection.dialect.name == "postgresql":  # finds a repeated send
+                    await connection.execute(text(postgres_sent_index(TaskModel.__tablename__)))
             return
         except (IntegrityError, ProgrammingError):
             if attempt == 2:

@@ -12,7 +12,8 @@ What the caller sees:
   per-request engine, session, reflection or schema work.
 * A task is one row: its id, context, state and owning worker as columns (reconciliation
   finds unfinished tasks through a partial index, ``task_in_context`` a context's tasks
-  through an index on the context) and the whole task as JSON.
+  through an index on the context, ``tasks_sent_as`` the tasks a message started through
+  an index on the message id stamped in ``llamon.sent``) and the whole task as JSON.
 * A file written by llamon before this store (a2a-sdk's ``tasks`` and
   ``push_notification_configs`` tables) is carried over once, on first open; the old tables
   are left as they were.
@@ -34,6 +35,7 @@ from a2a.types import PushNotificationConfig, Task
 from pydantic import ValidationError
 
 from llamon_agent.a2a.states import ORPHAN_STATES
+from llamon_agent.a2a.stores.sent_lookup import sent_message_id
 from llamon_agent.a2a.stores.sqlite_db import SQLiteDatabase, fetch_all, fetch_one, rollback
 from llamon_agent.a2a.stores.workers import WORKER_METADATA_KEY
 
@@ -49,11 +51,13 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-SQLITE_SCHEMA_VERSION: Final = 2
+SQLITE_SCHEMA_VERSION: Final = 3
 """``PRAGMA user_version`` of a file this module wrote; a newer file is refused.
 
-1: the tables; 2: an index on ``llamon_tasks.context_id`` (a version-1 file gets it on
-first open: every schema statement is ``IF NOT EXISTS``)."""
+1: the tables; 2: an index on ``llamon_tasks.context_id``; 3: ``llamon_tasks.message_id``
+(the message that started the task, from ``llamon.sent``) and its index. An older file is
+brought up to date on first open: every schema statement is ``IF NOT EXISTS``, and the
+column is added to a table without it (filled from the tasks' stamps)."""
 
 _UNFINISHED = ", ".join(f"'{state}'" for state in ORPHAN_STATES)
 _SCHEMA: Final = (
@@ -63,7 +67,8 @@ _SCHEMA: Final = (
         state TEXT NOT NULL,
         worker TEXT,
         updated_at REAL NOT NULL,
-        task TEXT NOT NULL
+        task TEXT NOT NULL,
+        message_id TEXT
     )""",
     f"""CREATE INDEX IF NOT EXISTS llamon_tasks_unfinished
         ON llamon_tasks (id, worker) WHERE state IN ({_UNFINISHED})""",
@@ -75,14 +80,24 @@ _SCHEMA: Final = (
         PRIMARY KEY (task_id, config_id)
     )""",
 )
+_MESSAGE_ID_COLUMN: Final = "ALTER TABLE llamon_tasks ADD COLUMN message_id TEXT"
+_FILL_MESSAGE_IDS: Final = (
+    "UPDATE llamon_tasks SET message_id ="
+    " json_extract(task, '$.metadata.\"llamon.sent\".messageId')"
+)
+_MESSAGE_ID_INDEX: Final = (
+    "CREATE INDEX IF NOT EXISTS llamon_tasks_message ON llamon_tasks (message_id)"
+    " WHERE message_id IS NOT NULL"
+)
 _UPSERT_TASK: Final = (
-    "INSERT INTO llamon_tasks (id, context_id, state, worker, updated_at, task)"
-    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET"
+    "INSERT INTO llamon_tasks (id, context_id, state, worker, updated_at, task, message_id)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET"
     " context_id = excluded.context_id, state = excluded.state, worker = excluded.worker,"
-    " updated_at = excluded.updated_at, task = excluded.task"
+    " updated_at = excluded.updated_at, task = excluded.task, message_id = excluded.message_id"
 )
 _SELECT_TASK: Final = "SELECT task FROM llamon_tasks WHERE id = ?"
 _SELECT_CONTEXT_TASK: Final = "SELECT task FROM llamon_tasks WHERE context_id = ? LIMIT 1"
+_SELECT_SENT_TASKS: Final = "SELECT task FROM llamon_tasks WHERE message_id = ? LIMIT 100"
 _DELETE_TASK: Final = "DELETE FROM llamon_tasks WHERE id = ?"
 _SELECT_ORPHANS: Final = (
     f"SELECT id FROM llamon_tasks WHERE state IN ({_UNFINISHED})"  # noqa: S608 - constants
@@ -121,6 +136,7 @@ def _prepare_file(connection: sqlite3.Connection, path: Path) -> int:
             )
         for statement in _SCHEMA:
             connection.execute(statement)
+        _add_message_id_column(connection)
         carried = _carry_over_a2a_tables(connection) if version == 0 else 0
         connection.execute(f"PRAGMA user_version = {SQLITE_SCHEMA_VERSION}")
         connection.execute("COMMIT")
@@ -128,6 +144,16 @@ def _prepare_file(connection: sqlite3.Connection, path: Path) -> int:
         rollback(connection)
         raise
     return carried
+
+
+def _add_message_id_column(connection: sqlite3.Connection) -> None:
+    """Schema 3 on a table written before it: the ``message_id`` column, filled from the
+    tasks' ``llamon.sent`` stamps, and its index."""
+    columns = {row[1] for row in connection.execute("PRAGMA table_info(llamon_tasks)")}
+    if "message_id" not in columns:
+        connection.execute(_MESSAGE_ID_COLUMN)
+        connection.execute(_FILL_MESSAGE_IDS)
+    connection.execute(_MESSAGE_ID_INDEX)
 
 
 def _carry_over_a2a_tables(connection: sqlite3.Connection) -> int:
@@ -196,6 +222,7 @@ def _task_row(task: Task) -> tuple[Any, ...]:
         worker if isinstance(worker, str) else None,
         time.time(),
         task.model_dump_json(),
+        sent_message_id(task),
     )
 
 
@@ -222,6 +249,12 @@ class SQLiteTaskStore(TaskStore):
         """One task stored under ``context_id``, or ``None`` (one query, by an index)."""
         row = await self.database.read(fetch_one(_SELECT_CONTEXT_TASK, (context_id,)))
         return None if row is None else Task.model_validate_json(row[0])
+
+    async def tasks_sent_as(self, message_id: str) -> list[Task]:
+        """The tasks a message with ``message_id`` started (stamped ``llamon.sent``; one
+        query, by an index), of any caller."""
+        rows = await self.database.read(fetch_all(_SELECT_SENT_TASKS, (message_id,)))
+        return [Task.model_validate_json(row[0]) for row in rows]
 
     async def unfinished_task_ids(self, worker: str) -> list[str]:
         """Ids of ``submitted``/``working`` tasks stamped by ``worker`` or not stamped, sorted.
