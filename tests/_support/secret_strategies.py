@@ -329,6 +329,18 @@ _USER_ID_TEMPLATES = (
 )
 
 
+def _only_where_embedded(sample: SecretSample) -> bool:
+    """No 8-character piece of the secret is also part of the snippet around it (a URL
+    password ``internal`` beside the host ``db.internal``): the host would show it, and
+    a test could not tell our fixed text from a leak."""
+    value = sample.value
+    if sample.text.count(value) != 1:
+        return False
+    rest = sample.text.replace(value, "\0")
+    window = min(8, len(value))
+    return all(value[i : i + window] not in rest for i in range(len(value) - window + 1))
+
+
 def secret_samples() -> st.SearchStrategy[SecretSample]:
     """Every kind of secret, each embedded in one of several realistic snippets."""
     return st.one_of(
@@ -341,7 +353,7 @@ def secret_samples() -> st.SearchStrategy[SecretSample]:
         _embed("email", _email_values(), _EMAIL_TEMPLATES),
         _embed("phone", _phone_values(), _PHONE_TEMPLATES),
         _embed("user_id", _user_id_values(), _USER_ID_TEMPLATES),
-    )
+    ).filter(_only_where_embedded)
 
 
 # -- innocent evidence ----------------------------------------------------------------
