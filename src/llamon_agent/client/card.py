@@ -15,6 +15,7 @@ from typing import Final
 
 import httpx
 from a2a.types import AgentCard
+from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, PREV_AGENT_CARD_WELL_KNOWN_PATH
 
 from llamon_agent.client.errors import (
     RemoteAgentError,
@@ -29,7 +30,8 @@ __all__ = [
     "fetch_card",
 ]
 
-CARD_PATHS: Final = ("/.well-known/agent-card.json", "/.well-known/agent.json")
+CARD_PATHS: Final = (AGENT_CARD_WELL_KNOWN_PATH, PREV_AGENT_CARD_WELL_KNOWN_PATH)
+"""Where a card is looked for, in order (a2a-sdk's well-known paths, new then legacy)."""
 DEFAULT_CARD_TTL: Final = 300.0
 """Seconds a card is kept when its response sets no ``max-age``."""
 
