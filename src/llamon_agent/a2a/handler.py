@@ -413,10 +413,13 @@ class LlamonRequestHandler(DefaultRequestHandler):
     ) -> Task:
         """A repeated message/send's answer: ``task`` now, or once its run ends when the
         send is blocking (as a first blocking send waits)."""
-        claim = self._claims.running(task.id)
         blocking = not (params.configuration and params.configuration.blocking is False)
-        if claim is not None and blocking:
-            await claim.done.wait()
+        if blocking and task.status.state not in TERMINAL_STATES | PAUSED_STATES:
+            claim = self._claims.running(task.id)
+            if claim is not None:
+                await claim.done.wait()
+            # read again either way: a run that ended after ``task`` was read has let its
+            # claim go only once its final state is stored
             task = await self.task_store.get(task.id, context) or task
         logger.info("task %s: a repeated message answered with its task", task.id)
         history_length = params.configuration.history_length if params.configuration else None
