@@ -5,7 +5,8 @@ server, llamon or not. ``AgentClient(url).send(...)`` gives a ``RemoteResult`` o
 one of the ``RemoteAgentError`` family (one class per errorCode, the remote error data
 parsed). ``call_with_retry`` retries a call by the kind of its failure
 (``RetryPolicy``); ``all_or_nothing``, ``best_effort`` and ``Saga`` call several agents
-at once.
+at once. ``AgentClient.stream`` yields typed events and survives a dropped connection;
+``call_agent_stream`` / ``build_agent_context`` call an agent from a flow node.
 """
 
 from __future__ import annotations
@@ -48,17 +49,26 @@ if TYPE_CHECKING:
         remote_error_from_task,
         remote_error_from_transport,
     )
+    from llamon_agent.client.flow_helpers import (
+        AgentCallContext,
+        build_agent_context,
+        call_agent_stream,
+    )
     from llamon_agent.client.result import RemoteResult
     from llamon_agent.client.retry import RetryKind, RetryPolicy, call_with_retry
+    from llamon_agent.client.stream import ArtifactChunk, FinalEvent, StatusEvent, StreamEvent
 
 __all__ = [
+    "AgentCallContext",
     "AgentClient",
     "ApiKey",
+    "ArtifactChunk",
     "Bearer",
     "Call",
     "CardMismatchError",
     "CompensationFailure",
     "Credential",
+    "FinalEvent",
     "Outcome",
     "RemoteAgentError",
     "RemoteApplicationErrorData",
@@ -77,9 +87,13 @@ __all__ = [
     "Saga",
     "SagaFailedError",
     "SagaStep",
+    "StatusEvent",
     "StepContext",
+    "StreamEvent",
     "all_or_nothing",
     "best_effort",
+    "build_agent_context",
+    "call_agent_stream",
     "call_with_retry",
     "clear_card_cache",
     "remote_error_from_exception",
@@ -130,7 +144,14 @@ _HOMES: dict[str, str] = {
         ),
         "llamon_agent.client.errors",
     ),
+    **dict.fromkeys(
+        ("AgentCallContext", "build_agent_context", "call_agent_stream"),
+        "llamon_agent.client.flow_helpers",
+    ),
     **dict.fromkeys(("RemoteResult",), "llamon_agent.client.result"),
+    **dict.fromkeys(
+        ("ArtifactChunk", "FinalEvent", "StatusEvent", "StreamEvent"), "llamon_agent.client.stream"
+    ),
     **dict.fromkeys(("RetryKind", "RetryPolicy", "call_with_retry"), "llamon_agent.client.retry"),
 }
 """Where each public name lives; it is loaded from there on first use."""
