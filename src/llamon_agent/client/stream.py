@@ -29,7 +29,8 @@ followed to its end, and one that shows none for a whole budget raises the last 
 task id for a later ``AgentClient.get``.
 
 Every part of every artifact reaches the caller exactly once and in order -- no duplicate,
-no gap -- as the called agent's task holds it. Before a drop, chunks come from the stream
+no gap -- as the called agent's task holds it (a chunk sent while the client was
+reattaching arrives with the next event of the task, at the latest with its end). Before a drop, chunks come from the stream
 as they arrive; after one, their content comes from the task as the server stores it
 (a resubscribe does not replay what was sent before it attached, and a2a-sdk's servers
 send only the events after it; the stored task holds every chunk), and each event of the
@@ -158,13 +159,8 @@ class _Dropped(Exception):
     """The connection ended before the task's end (no failure of the task)."""
 
 
-@dataclass(slots=True)
-class _Step:
-    """What one reconnection found: the task as stored, and the resubscribed stream."""
-
-    snapshot: Task
-    events: AsyncGenerator[_Event] | None = None
-    first: _Event | None = None
+class _Refused(Exception):
+    """The server cannot follow the task (resubscribe refused, or ended at once)."""
 
 
 @dataclass(slots=True)
@@ -315,93 +311,102 @@ class _Follower:
             agent=self.card.name,
         )
 
-    async def reconnect(self) -> _Step:
-        """Read the task again and resubscribe to it (one attempt, retried by the policy).
-
-        Returns the stored task, with the resubscribed stream and its first event when the
-        server can be followed, or alone when it shows progress or its end. Raises
-        ``remote_stream_lost`` when it shows neither and cannot be followed.
-        """
-        snapshot = await self.get()
-        if snapshot.status.state in _ENDS:
-            return _Step(snapshot)
-        _, transport, context = await self.client._prepared()
-        events = transport.resubscribe(TaskIdParams(id=self.known.id), context=context)
-        try:
-            return _Step(snapshot, events, await anext(events))
-        except StopAsyncIteration:
-            pass  # the stream ended at once: the task ended in between, or cannot be followed
-        except A2AClientJSONRPCError as exc:
-            await events.aclose()
-            if exc.error.code not in _NO_FOLLOW:
-                raise self._error(exc) from exc
-        except Exception as exc:
-            await events.aclose()
-            raise self._error(exc) from exc
-        except BaseException:
-            await events.aclose()
-            raise
+    async def poll(self) -> Task:
+        """Read the task (one attempt, retried by the policy): the stored task when it holds
+        something the caller was not given; else ``remote_stream_lost``."""
         snapshot = await self.get()
         if self.has_news(snapshot):
-            return _Step(snapshot)
+            return snapshot
         raise self.lost()
+
+    async def _retried(self, call: Callable[[], Awaitable[Task]], operation: str) -> Task:
+        return await call_with_retry(
+            call,
+            policy=self.policy,
+            idempotent=True,
+            sleep=self.sleep,
+            clock=self.clock,
+            rng=self.rng,
+            operation=operation,
+        )
 
     async def recover(self) -> AsyncIterator[StreamEvent]:
         """Follow the task after a drop until its end (see the module docstring).
 
-        A round (one reconnection) that gives the caller nothing new counts as idle; after
-        ``max_attempts`` idle rounds in a row the task is lost (``remote_stream_lost``).
+        Each round reads the task (``tasks/get``, retried by the policy), gives the caller
+        what it holds, then follows it (``tasks/resubscribe``); a server that cannot be
+        followed is polled (``tasks/get`` until it shows news, retried by the policy). A
+        round that gives the caller nothing counts as idle; after ``max_attempts`` idle
+        rounds in a row the task is lost (``remote_stream_lost``).
         """
         idle = 0
-        while not self.ended:
-            if idle >= self.policy.max_attempts:
-                raise self.lost()
-            step = await call_with_retry(
-                self.reconnect,
-                policy=self.policy,
-                idempotent=True,
-                sleep=self.sleep,
-                clock=self.clock,
-                rng=self.rng,
-                operation="tasks/resubscribe",
-            )
+        snapshot = await self._retried(self.get, "tasks/get")
+        while True:
             idle += 1
-            for found in self.reconcile(step.snapshot):
+            for found in self.reconcile(snapshot):
                 idle = 0
                 yield found
-            if step.events is None or step.first is None:
-                continue
-            try:
-                async for found in self._follow(step.first, step.events):
-                    idle = 0
-                    yield found
-            except _Dropped:
-                continue
-            finally:
-                await step.events.aclose()
-
-    async def _follow(
-        self, first: _Event, events: AsyncGenerator[_Event]
-    ) -> AsyncIterator[StreamEvent]:
-        """A resubscribed stream: each event says the task moved; its content is read from
-        the stored task (the stream has no positions, and missed what came before it)."""
-        event: _Event | None = first
-        while event is not None and not self.ended:
-            if isinstance(event, Message):
-                self.message = event
-                return
-            if isinstance(event, TaskStatusUpdateEvent) and not _ends(event):
-                for found in self.live(event):
-                    yield found
-            else:
-                snapshot = await self.get()
-                if isinstance(event, TaskStatusUpdateEvent) and snapshot.status.state not in _ENDS:
-                    snapshot.status = event.status  # the end, before the store said so
-                for found in self.reconcile(snapshot):
-                    yield found
             if self.ended:
                 return
-            event = await _next(events, self)
+            if idle > self.policy.max_attempts:
+                raise self.lost()
+            try:
+                async for found in self._follow():
+                    idle = 0
+                    yield found
+                if self.ended:
+                    return
+            except _Dropped:
+                snapshot = await self._retried(self.get, "tasks/get")
+                continue
+            except _Refused:
+                pass
+            snapshot = await self._retried(self.poll, "tasks/get")
+
+    async def _follow(self) -> AsyncIterator[StreamEvent]:
+        """A resubscribed stream: each artifact event (and the first event, whatever it is)
+        says the task moved; its content is read from the stored task (the stream has no
+        positions, and missed what came before it attached). Status events are yielded.
+
+        Raises ``_Refused`` when the server cannot follow the task (the stream is refused
+        or ends at once), ``_Dropped`` when it breaks before the task's end.
+        """
+        _, transport, context = await self.client._prepared()
+        events = transport.resubscribe(TaskIdParams(id=self.known.id), context=context)
+        try:
+            try:
+                event: _Event | None = await anext(events)
+            except StopAsyncIteration:
+                raise _Refused from None
+            except A2AClientJSONRPCError as exc:
+                if exc.error.code in _NO_FOLLOW:
+                    raise _Refused from exc
+                raise self._error(exc) from exc
+            except Exception as exc:
+                raise _dropped_or_error(self, exc) from exc
+            first = True  # what came before the stream attached is read from the task
+            while event is not None and not self.ended:
+                if isinstance(event, Message):
+                    self.message = event
+                    return
+                if isinstance(event, TaskStatusUpdateEvent) and not _ends(event) and not first:
+                    for found in self.live(event):
+                        yield found
+                else:
+                    snapshot = await self.get()
+                    if (
+                        isinstance(event, TaskStatusUpdateEvent)
+                        and snapshot.status.state not in _ENDS
+                    ):
+                        snapshot.status = event.status  # the end, before the store said so
+                    for found in self.reconcile(snapshot):
+                        yield found
+                if self.ended:
+                    return
+                first = False
+                event = await _next(events, self)
+        finally:
+            await events.aclose()
 
 
 _SUBMITTED: Final = TaskStatus(state=TaskState.submitted)
@@ -423,10 +428,16 @@ async def _next(events: AsyncGenerator[_Event], follower: _Follower) -> _Event |
     except A2AClientJSONRPCError as exc:
         raise follower._error(exc) from exc
     except Exception as exc:
-        error = follower._error(exc)
-        if error.jsonrpc_code is None and error.code in _DROP_CODES and error.retriable:
-            raise _Dropped from exc
-        raise error from exc
+        raise _dropped_or_error(follower, exc) from exc
+
+
+def _dropped_or_error(follower: _Follower, exc: Exception) -> Exception:
+    """``_Dropped`` for a broken connection (a retriable transport failure), else the
+    failure, typed."""
+    error = follower._error(exc)
+    if error.jsonrpc_code is None and error.code in _DROP_CODES and error.retriable:
+        return _Dropped()
+    return error
 
 
 _DROP_CODES: Final = frozenset({ErrorCode.UPSTREAM_UNAVAILABLE, ErrorCode.UPSTREAM_TIMEOUT})
