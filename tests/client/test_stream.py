@@ -3,6 +3,8 @@ task after a reconnection, a replaced artifact), statuses once, the end typed.""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import pytest
@@ -28,7 +30,7 @@ from llamon_agent.client import (
     RetryPolicy,
     StatusEvent,
 )
-from llamon_agent.client.stream import _Follower
+from llamon_agent.client.stream import _Follower, _with_quiet
 from tests._support.a2a_server import make_card
 
 
@@ -186,3 +188,21 @@ def test_a_message_reply_ends_the_stream_with_its_text() -> None:
     f.live(Message(role=Role.agent, parts=[text("hi")], message_id="m"))
     assert f.ended
     assert f.end().result.text == "hi"
+
+
+async def test_a_silent_stream_says_so_so_the_task_is_read_again() -> None:
+    """A resubscriber left waiting on a run that already ended gets no event at all; the
+    reader says when it has been quiet (the client then reads the task)."""
+    release = asyncio.Event()
+    reply = Message(role=Role.agent, parts=[text("late")], message_id="m")
+
+    async def events() -> AsyncIterator[Any]:
+        await release.wait()
+        yield reply
+
+    reader = _with_quiet(events(), 0.001)
+    assert await anext(reader) is None  # quiet: nothing came in time
+    release.set()
+    after = [item async for item in reader]  # ends with the stream
+    assert after[-1] is reply
+    assert [item for item in after if item is not None] == [reply]

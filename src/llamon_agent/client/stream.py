@@ -29,22 +29,30 @@ followed to its end, and one that shows none for a whole budget raises the last 
 task id for a later ``AgentClient.get``.
 
 Every part of every artifact reaches the caller exactly once and in order -- no duplicate,
-no gap -- as the called agent's task holds it (a chunk sent while the client was
-reattaching arrives with the next event of the task, at the latest with its end). Before a drop, chunks come from the stream
-as they arrive; after one, their content comes from the task as the server stores it
-(a resubscribe does not replay what was sent before it attached, and a2a-sdk's servers
-send only the events after it; the stored task holds every chunk), and each event of the
-resubscribed stream only tells the client to read it again. Parts the caller was given
-are compared with the stored artifact: only the parts past them are yielded; an artifact
-whose stored parts no longer begin with what was yielded (the agent replaced it) is
-yielded whole with ``append=False``. Status events are not repeated (the same state and
-message twice is yielded once), but a status seen only while disconnected is not
-replayed: the task's current status is.
+no gap -- as the called agent's task holds it. Before a drop, chunks come from the stream
+as they arrive; after one, their content comes from the task as the server stores it: a
+resubscribe does not replay what was sent before it attached (a2a-sdk's servers, llamon's
+included, send only the events after it), but the stored task holds every chunk. Each
+event of the resubscribed stream (its first one, and every artifact event) only tells the
+client to read the task again; a chunk sent while the client was reattaching therefore
+arrives with the task's next event, at the latest with its end. The parts the caller was
+given are compared with the stored artifact: only the parts past them are yielded; an
+artifact whose stored parts no longer begin with them (the agent replaced it) is yielded
+whole with ``append=False``. The end is yielded (or raised) once, after every chunk.
+Status events are not repeated (the same state and message twice is yielded once), and a
+status the task passed through while the caller was disconnected is not replayed: its
+current one is.
+
+a2a-sdk 0.3's own server (not llamon's) stores a chunk twice when a client resubscribes
+while the task streams (its request and its resubscriber extend one shared artifact); the
+caller then holds the task as that server stores it, as ``tasks/get`` answers it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import random
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
@@ -87,6 +95,8 @@ __all__ = [
     "StreamEvent",
     "stream_events",
 ]
+
+logger = logging.getLogger("llamon_agent.client")
 
 _FAILED: Final = frozenset({TaskState.failed, TaskState.rejected})
 _TERMINAL: Final = frozenset(
@@ -339,6 +349,11 @@ class _Follower:
         round that gives the caller nothing counts as idle; after ``max_attempts`` idle
         rounds in a row the task is lost (``remote_stream_lost``).
         """
+        logger.info(
+            "agent %r, task %s: the stream broke before the task's end; following it again",
+            self.card.name,
+            self.known.id,
+        )
         idle = 0
         snapshot = await self._retried(self.get, "tasks/get")
         while True:
@@ -357,56 +372,89 @@ class _Follower:
                 if self.ended:
                     return
             except _Dropped:
+                logger.info(
+                    "task %s: the resubscribed stream broke; reading it again", self.known.id
+                )
                 snapshot = await self._retried(self.get, "tasks/get")
                 continue
             except _Refused:
-                pass
+                logger.info("task %s: it cannot be followed; polling it", self.known.id)
             snapshot = await self._retried(self.poll, "tasks/get")
 
     async def _follow(self) -> AsyncIterator[StreamEvent]:
         """A resubscribed stream: each artifact event (and the first event, whatever it is)
         says the task moved; its content is read from the stored task (the stream has no
-        positions, and missed what came before it attached). Status events are yielded.
+        positions, and missed what came before it attached). Status events are yielded. A
+        stream silent for ``QUIET_CHECK`` seconds has the task read again (a resubscriber
+        can be left waiting on a run that already ended).
 
         Raises ``_Refused`` when the server cannot follow the task (the stream is refused
         or ends at once), ``_Dropped`` when it breaks before the task's end.
         """
         _, transport, context = await self.client._prepared()
         events = transport.resubscribe(TaskIdParams(id=self.known.id), context=context)
+        reader = _with_quiet(events, QUIET_CHECK)
+        received = 0
         try:
-            try:
-                event: _Event | None = await anext(events)
-            except StopAsyncIteration:
-                raise _Refused from None
-            except A2AClientJSONRPCError as exc:
-                if exc.error.code in _NO_FOLLOW:
-                    raise _Refused from exc
-                raise self._error(exc) from exc
-            except Exception as exc:
-                raise _dropped_or_error(self, exc) from exc
-            first = True  # what came before the stream attached is read from the task
-            while event is not None and not self.ended:
+            while not self.ended:
+                try:
+                    event = await anext(reader)
+                except StopAsyncIteration:
+                    raise (_Refused if received == 0 else _Dropped) from None
+                except A2AClientJSONRPCError as exc:
+                    if received == 0 and exc.error.code in _NO_FOLLOW:
+                        raise _Refused from exc
+                    raise self._error(exc) from exc
+                except Exception as exc:
+                    raise _dropped_or_error(self, exc) from exc
+                if event is None:  # quiet for a while: read the task
+                    for found in self.reconcile(await self.get()):
+                        yield found
+                    continue
+                received += 1
                 if isinstance(event, Message):
                     self.message = event
                     return
-                if isinstance(event, TaskStatusUpdateEvent) and not _ends(event) and not first:
+                if isinstance(event, TaskStatusUpdateEvent) and not _ends(event) and received > 1:
                     for found in self.live(event):
                         yield found
-                else:
-                    snapshot = await self.get()
-                    if (
-                        isinstance(event, TaskStatusUpdateEvent)
-                        and snapshot.status.state not in _ENDS
-                    ):
-                        snapshot.status = event.status  # the end, before the store said so
-                    for found in self.reconcile(snapshot):
-                        yield found
-                if self.ended:
-                    return
-                first = False
-                event = await _next(events, self)
+                    continue
+                snapshot = await self.get()
+                if isinstance(event, TaskStatusUpdateEvent) and snapshot.status.state not in _ENDS:
+                    snapshot.status = event.status  # the end, before the store said so
+                for found in self.reconcile(snapshot):
+                    yield found
         finally:
+            await reader.aclose()
             await events.aclose()
+
+
+QUIET_CHECK: Final = 5.0
+"""Seconds a resubscribed stream may stay silent before the task is read again."""
+
+
+async def _with_quiet(events: AsyncIterator[_Event], quiet: float) -> AsyncGenerator[_Event | None]:
+    """``events``, with a None after each ``quiet`` seconds without one."""
+    pending: asyncio.Future[_Event] | None = None
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(anext(events))
+            done, _ = await asyncio.wait({pending}, timeout=quiet)
+            if not done:
+                yield None
+                continue
+            arrived, pending = pending, None
+            try:
+                event = arrived.result()
+            except StopAsyncIteration:
+                return
+            yield event
+    finally:
+        if pending is not None:
+            pending.cancel()
+            with contextlib.suppress(BaseException):
+                await pending
 
 
 _SUBMITTED: Final = TaskStatus(state=TaskState.submitted)

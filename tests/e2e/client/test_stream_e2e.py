@@ -36,7 +36,7 @@ from llamon_agent.core.hitl import HITLInterrupt
 from tests._support.a2a_server import make_card, running_server, user_message
 from tests._support.cutting_proxy import cutting_proxy
 
-TIMEOUT = 10.0
+TIMEOUT = 20.0
 NO_WAIT = RetryPolicy(base_delay=0.0, max_delay=0.0)
 """Reconnect at once (no wait to inject: every backoff is 0 s)."""
 PATIENCE = 0.05

@@ -27,7 +27,7 @@ from llamon_agent.core.codes import ErrorCode
 from tests._support.a2a_server import make_card, running_server
 from tests._support.cutting_proxy import cutting_proxy
 
-TIMEOUT = 10.0
+TIMEOUT = 20.0
 PATIENCE = 0.05
 NO_WAIT = RetryPolicy(base_delay=0.0, max_delay=0.0)
 
