@@ -112,8 +112,9 @@ class AgentClient:
 
     ``auth`` is an ``ApiKey`` or ``Bearer`` credential, applied as the card's security
     schemes say; ``timeout`` bounds each HTTP request in seconds; ``httpx_client`` lends
-    your own pooled client (then ``aclose`` leaves it open). Use it as an async context
-    manager, or call ``aclose()``.
+    your own pooled client (then ``aclose`` leaves it open); ``retry`` is the
+    ``RetryPolicy`` of its calls (default ``RetryPolicy()``; ``stream`` follows it when a
+    connection drops). Use it as an async context manager, or call ``aclose()``.
     """
 
     def __init__(
