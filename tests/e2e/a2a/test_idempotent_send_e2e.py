@@ -5,7 +5,8 @@ send: the agent runs once and every repeat (``message/send`` or ``message/stream
 JSON-RPC or a2a-sdk's client) answers the same task -- on every store kind, and across a
 server restart on SQLite. Another caller's same ``messageId`` is its own send and never
 sees the first task; a new message continuing a task runs, a retried one is a repeat;
-past the window (an injected clock) the message runs again. After each, the next request is answered.
+past the window (an injected clock) the message runs again. After each, the next request
+is answered.
 """
 
 from __future__ import annotations
