@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from llamon_agent.client.agent_client import AgentClient, CardMismatchError
     from llamon_agent.client.auth import ApiKey, Bearer, Credential
     from llamon_agent.client.card import clear_card_cache
-    from llamon_agent.client.chain import (
+    from llamon_agent.client.chaining import (
         DEFAULT_BY_REFERENCE_ABOVE,
         ChainFailedError,
         ChainResult,
@@ -113,7 +113,7 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(("clear_card_cache",), "llamon_agent.client.card"),
     **dict.fromkeys(
         ("DEFAULT_BY_REFERENCE_ABOVE", "ChainFailedError", "ChainResult", "ChainStep", "chain"),
-        "llamon_agent.client.chain",
+        "llamon_agent.client.chaining",
     ),
     **dict.fromkeys(
         (
