@@ -108,8 +108,8 @@ class ChainFailedError(RemoteAgentError):
     ``reason``, ``retriable``, ``retry_after_ms``, ``agent``, ``task_id``, ``data`` and
     ``cause_hops``: raised inside a llamon agent it answers with the step's errorCode. The
     message starts with ``chain step <step> of <steps>``; the failure record's evidence
-    keeps ``chain_step`` and ``chain_steps``. ``results`` are the completed steps' results,
-    ``error`` the step's exception (also ``__cause__``).
+    keeps ``chain_step_index`` and ``chain_step_count``. ``results`` are the completed
+    steps' results, ``error`` the step's exception (also ``__cause__``).
     """
 
     step: int
@@ -119,7 +119,8 @@ class ChainFailedError(RemoteAgentError):
 
     def __new__(cls, error: RemoteAgentError, **_: Any) -> ChainFailedError:
         own = _with_code_class(type(error)) if cls is ChainFailedError else cls
-        return Exception.__new__(own)
+        instance: ChainFailedError = super(ChainFailedError, own).__new__(own)
+        return instance
 
     def __init__(
         self,
@@ -133,9 +134,9 @@ class ChainFailedError(RemoteAgentError):
         message = f"chain step {step} of {steps}{named} failed: {error.message}"
         super().__init__(message, code=error.code, reason=error.reason)
         for name, value in vars(error).items():  # every field the step's error carries
-            if not name.startswith("__") and name not in ("message", "details"):
+            if name not in ("message", "details", "__notes__"):
                 setattr(self, name, value)
-        self.details = {**error.details, "chain_step": step, "chain_steps": steps}
+        self.details = {**error.details, "chain_step_index": step, "chain_step_count": steps}
         self.step = step
         self.steps = steps
         self.results = tuple(results)

@@ -27,6 +27,7 @@ from llamon_agent.client import (
     DEFAULT_BY_REFERENCE_ABOVE,
     AgentClient,
     ArtifactShelf,
+    ArtifactTooLargeError,
     CardMismatchError,
     ChainFailedError,
     ChainStep,
@@ -150,7 +151,8 @@ class Count:
 
 
 class Fetch:
-    """Text in, text out: reads a text given by reference (a FilePart's URI) with httpx."""
+    """Text in, text out: reads a text given by reference (a FilePart's URI) with httpx,
+    or says how long the text given by value is."""
 
     def __init__(self) -> None:
         self.inline_texts: list[str] = []
@@ -158,6 +160,8 @@ class Fetch:
 
     async def invoke(self, ctx: AgentContext) -> str:
         self.inline_texts.extend(p.root.text for p in ctx.parts if isinstance(p.root, TextPart))
+        if not ctx.files:
+            return f"inline {len(ctx.text)} chars"
         (file_part,) = ctx.files
         assert isinstance(file_part.file, FileWithUri)
         self.uris.append(file_part.file.uri)
@@ -354,3 +358,28 @@ async def test_a_plain_a2a_server_in_the_middle_of_a_chain() -> None:
     assert error.message == "chain step 2 of 3 (agent 'plain') failed: down"
     assert count.texts == ["plain HELLO THERE", "plain AGAIN"]
     assert following.last.data == ({"words": 2, "text": "plain AGAIN"},)
+
+
+@pytest.mark.reason("artifact_too_large_error")
+async def test_an_artifact_the_shelf_cannot_hold_stops_before_the_next_call() -> None:
+    fetch = Fetch()
+    seen = [Seen(), Seen()]
+    shelf = ArtifactShelf(max_bytes=1000)
+    async with (
+        running_server(shelf.app()) as shelf_url,
+        serving(
+            (Big(2000), _card("big", TEXT, TEXT), seen[0]),
+            (fetch, _card("fetch", TEXT, TEXT), seen[1]),
+        ) as (a, b),
+    ):
+        shelf.base_url = shelf_url
+        with pytest.raises(ArtifactTooLargeError) as caught:
+            await chain(a, b, input="tail", shelf=shelf, by_reference_above=100)
+        assert seen[1].post_sizes == []  # the next agent was never called
+        following = await chain(a, b, input="tail", shelf=shelf, by_reference_above=5000)
+
+    assert str(caught.value) == "an artifact of 2000 bytes is larger than the shelf (1000 bytes)"
+    assert caught.value.__notes__ == ["chain step 2 of 2 ('fetch')"]
+    assert fetch.uris == []
+    assert fetch.inline_texts == ["x" * 1996 + "tail"]  # by value: under the threshold
+    assert following.last.text == "inline 2000 chars"
