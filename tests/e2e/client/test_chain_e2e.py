@@ -19,6 +19,9 @@ from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import AgentCard, FileWithUri, Part, Task, TaskState, TaskStatus, TextPart
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from llamon_agent.a2a.agent import AgentContext
@@ -32,6 +35,7 @@ from llamon_agent.client import (
     ChainFailedError,
     ChainStep,
     RemoteNotFoundError,
+    RemoteUnavailableError,
     chain,
     clear_card_cache,
 )
@@ -383,3 +387,32 @@ async def test_an_artifact_the_shelf_cannot_hold_stops_before_the_next_call() ->
     assert fetch.uris == []
     assert fetch.inline_texts == ["x" * 1996 + "tail"]  # by value: under the threshold
     assert following.last.text == "inline 2000 chars"
+
+
+@pytest.mark.reason("a2a_invalid_response")
+async def test_an_unreadable_card_fails_its_step_before_any_agent_is_called() -> None:
+    shout = Shout()
+    seen = Seen()
+
+    async def not_a_card(request: Request) -> Response:
+        return JSONResponse({"name": "half a card"})
+
+    broken = Starlette(routes=[Route("/.well-known/agent-card.json", not_a_card)])
+    async with (
+        running_server(broken) as broken_url,
+        serving((shout, _card("shout", TEXT, TEXT), seen)) as (a,),
+        AgentClient(broken_url) as b,
+    ):
+        with pytest.raises(ChainFailedError) as caught:
+            await chain(a, b, input="hello")
+        following = await chain(a, input="hello")
+
+    error = caught.value
+    assert isinstance(error, RemoteUnavailableError)
+    assert (error.step, error.steps, error.results) == (2, 2, ())
+    assert (error.reason, error.retriable) == ("a2a_invalid_response", False)
+    assert error.message == (
+        "chain step 2 of 2 failed: the called agent's card is not a valid agent card"
+    )
+    assert shout.texts == ["hello"]  # only the chain that followed called it
+    assert following.last.text == "HELLO"
