@@ -5,7 +5,8 @@ server, llamon or not. ``AgentClient(url).send(...)`` gives a ``RemoteResult`` o
 one of the ``RemoteAgentError`` family (one class per errorCode, the remote error data
 parsed). ``call_with_retry`` retries a call by the kind of its failure
 (``RetryPolicy``); ``all_or_nothing``, ``best_effort`` and ``Saga`` call several agents
-at once.
+at once; ``chain`` hands each agent's answer to the next (large artifacts by reference,
+through an ``ArtifactShelf``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,13 @@ if TYPE_CHECKING:
     from llamon_agent.client.agent_client import AgentClient, CardMismatchError
     from llamon_agent.client.auth import ApiKey, Bearer, Credential
     from llamon_agent.client.card import clear_card_cache
+    from llamon_agent.client.chaining import (
+        DEFAULT_BY_REFERENCE_ABOVE,
+        ChainFailedError,
+        ChainResult,
+        ChainStep,
+        chain,
+    )
     from llamon_agent.client.combinators import (
         Call,
         CompensationFailure,
@@ -50,13 +58,20 @@ if TYPE_CHECKING:
     )
     from llamon_agent.client.result import RemoteResult
     from llamon_agent.client.retry import RetryKind, RetryPolicy, call_with_retry
+    from llamon_agent.client.shelf import ArtifactShelf, ArtifactTooLargeError, ShelfFullError
 
 __all__ = [
+    "DEFAULT_BY_REFERENCE_ABOVE",
     "AgentClient",
     "ApiKey",
+    "ArtifactShelf",
+    "ArtifactTooLargeError",
     "Bearer",
     "Call",
     "CardMismatchError",
+    "ChainFailedError",
+    "ChainResult",
+    "ChainStep",
     "CompensationFailure",
     "Credential",
     "Outcome",
@@ -77,10 +92,12 @@ __all__ = [
     "Saga",
     "SagaFailedError",
     "SagaStep",
+    "ShelfFullError",
     "StepContext",
     "all_or_nothing",
     "best_effort",
     "call_with_retry",
+    "chain",
     "clear_card_cache",
     "remote_error_from_exception",
     "remote_error_from_http",
@@ -94,6 +111,10 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(("AgentClient", "CardMismatchError"), "llamon_agent.client.agent_client"),
     **dict.fromkeys(("ApiKey", "Bearer", "Credential"), "llamon_agent.client.auth"),
     **dict.fromkeys(("clear_card_cache",), "llamon_agent.client.card"),
+    **dict.fromkeys(
+        ("DEFAULT_BY_REFERENCE_ABOVE", "ChainFailedError", "ChainResult", "ChainStep", "chain"),
+        "llamon_agent.client.chaining",
+    ),
     **dict.fromkeys(
         (
             "Call",
@@ -132,6 +153,9 @@ _HOMES: dict[str, str] = {
     ),
     **dict.fromkeys(("RemoteResult",), "llamon_agent.client.result"),
     **dict.fromkeys(("RetryKind", "RetryPolicy", "call_with_retry"), "llamon_agent.client.retry"),
+    **dict.fromkeys(
+        ("ArtifactShelf", "ArtifactTooLargeError", "ShelfFullError"), "llamon_agent.client.shelf"
+    ),
 }
 """Where each public name lives; it is loaded from there on first use."""
 

@@ -321,6 +321,22 @@ _ENTRIES: Final[tuple[tuple[str, Stage, ErrorCode, bool, str, str], ...]] = (
         "the transport failed before a meaningful response",
     ),
     (
+        "shelf_full_error",
+        _S.A2A_CALL,
+        _E.RATE_LIMITED,
+        True,
+        "raise_shelf_bounds_or_end_other_chains",
+        "the caller's artifact shelf has no room for a by-reference artifact; nothing was sent",
+    ),
+    (
+        "artifact_too_large_error",
+        _S.A2A_CALL,
+        _E.INVALID_INPUT,
+        False,
+        "raise_shelf_max_bytes_or_split_the_artifact",
+        "an artifact is larger than the caller's whole artifact shelf; nothing was sent",
+    ),
+    (
         "connection_closed",
         _S.MCP_CALL,
         _E.UPSTREAM_UNAVAILABLE,
