@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         remote_error_from_task,
         remote_error_from_transport,
     )
+    from llamon_agent.client.push import PushReceiver, PushReceiverFullError, push_receiver
     from llamon_agent.client.result import RemoteResult
     from llamon_agent.client.retry import RetryKind, RetryPolicy, call_with_retry
 
@@ -60,6 +61,8 @@ __all__ = [
     "CompensationFailure",
     "Credential",
     "Outcome",
+    "PushReceiver",
+    "PushReceiverFullError",
     "RemoteAgentError",
     "RemoteApplicationErrorData",
     "RemoteAuthRequiredError",
@@ -82,6 +85,7 @@ __all__ = [
     "best_effort",
     "call_with_retry",
     "clear_card_cache",
+    "push_receiver",
     "remote_error_from_exception",
     "remote_error_from_http",
     "remote_error_from_jsonrpc",
@@ -129,6 +133,9 @@ _HOMES: dict[str, str] = {
             "remote_error_from_transport",
         ),
         "llamon_agent.client.errors",
+    ),
+    **dict.fromkeys(
+        ("PushReceiver", "PushReceiverFullError", "push_receiver"), "llamon_agent.client.push"
     ),
     **dict.fromkeys(("RemoteResult",), "llamon_agent.client.result"),
     **dict.fromkeys(("RetryKind", "RetryPolicy", "call_with_retry"), "llamon_agent.client.retry"),
