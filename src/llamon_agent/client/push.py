@@ -186,7 +186,8 @@ class PushReceiver:
         self, task_id: str | None = None, *, token: str | None = None, agent: str | None = None
     ) -> PushNotificationConfig:
         """A new registration: the ``PushNotificationConfig`` (this receiver's ``url``, a
-        fresh token) to send to the agent. ``task_id`` binds it to an existing task; without
+        fresh token, its own config ``id`` so it never replaces another receiver's config
+        on the same task) to send to the agent. ``task_id`` binds it to an existing task; without
         one, the first accepted notification (or ``bind``) names the task. ``agent`` is the
         name failures raised by ``wait`` carry. Raises ``PushReceiverFullError`` when
         ``max_pending`` registrations are open, ``ValueError`` when ``url`` is unknown or a
@@ -210,7 +211,7 @@ class PushReceiver:
         self._by_digest[digest] = registration
         if task_id is not None:
             self._by_task[task_id] = registration
-        return PushNotificationConfig(url=self.url, token=token)
+        return PushNotificationConfig(id=secrets.token_hex(8), url=self.url, token=token)
 
     def bind(self, config: PushNotificationConfig, task: Task) -> None:
         """Tie ``config`` (from ``register``) to ``task``, the task the agent answered
