@@ -239,7 +239,12 @@ class PushReceiver:
         registration = self._by_task.get(task_id)
         return None if registration is None else registration.current
 
-    async def wait(self, task_id: str, *, timeout: float | None = 300.0) -> RemoteResult:
+    async def wait(
+        self,
+        task_id: str,
+        *,
+        timeout: float | None = 300.0,  # noqa: ASYNC109 - the wait's own bound, typed on expiry
+    ) -> RemoteResult:
         """Wait until a notification brings ``task_id`` to a terminal or paused state.
 
         Returns its ``RemoteResult`` (``completed``, ``canceled``, or ``needs_input``:
@@ -296,11 +301,7 @@ class PushReceiver:
             self.url = f"http://{shown}:{bound}{self.path}"
         server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", lifespan="off"))
         running = asyncio.create_task(server.serve(sockets=[sock]))
-        try:
-            while not server.started and not running.done():
-                await asyncio.sleep(0.005)
-            if running.done():
-                running.result()
+        try:  # the socket already listens: a POST sent now waits in its backlog
             yield self
         finally:
             server.should_exit = True
@@ -599,4 +600,3 @@ def _check_push_declared(agent: str, declared: bool | None) -> None:
             f"agent {agent!r} does not declare push notifications in its card "
             "(capabilities.pushNotifications)"
         )
-

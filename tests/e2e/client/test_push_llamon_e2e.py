@@ -134,7 +134,8 @@ async def test_forged_notifications_are_refused_and_resolve_nothing(
     async with AgentClient(url, timeout=WAIT) as agent, httpx.AsyncClient(timeout=WAIT) as http:
         started = await agent.start("hold", push=receiver)
         task_id, context_id = started.task_id, started.context_id
-        assert task_id is not None and context_id is not None
+        assert task_id is not None
+        assert context_id is not None
         await asyncio.wait_for(gated.started.wait(), WAIT)
         body = _forged(task_id, context_id)
 
@@ -217,14 +218,16 @@ async def test_an_agent_without_push_is_refused_before_anything_is_sent() -> Non
         return ctx.text
 
     receiver = push_receiver("http://127.0.0.1:9/hook")
-    async with running_server(create_app(echo, make_card())) as url:
-        async with AgentClient(url, timeout=WAIT) as agent:
-            with pytest.raises(CardMismatchError) as caught:
-                await agent.start("hi", push=receiver)
-            assert str(caught.value) == (
-                "agent 'test-agent' does not declare push notifications in its card "
-                "(capabilities.pushNotifications)"
-            )
-            assert (await agent.send("next")).text == "next"
+    async with (
+        running_server(create_app(echo, make_card())) as url,
+        AgentClient(url, timeout=WAIT) as agent,
+    ):
+        with pytest.raises(CardMismatchError) as caught:
+            await agent.start("hi", push=receiver)
+        assert str(caught.value) == (
+            "agent 'test-agent' does not declare push notifications in its card "
+            "(capabilities.pushNotifications)"
+        )
+        assert (await agent.send("next")).text == "next"
     assert calls == ["next"]
     assert receiver.pending == 0
