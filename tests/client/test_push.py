@@ -361,3 +361,45 @@ async def test_a_signed_notification_is_checked(
         )
     assert following.status_code == 200
     assert (await receiver.wait("t1", timeout=WAIT)).text == "done"
+
+
+async def test_a_failure_of_the_receiver_answers_500_naming_only_its_type(
+    http: tuple[PushReceiver, httpx.AsyncClient],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    receiver, client = http
+    config = receiver.register("t1")
+    assert config.token is not None
+
+    def broken(token: str | None) -> None:
+        raise RuntimeError(f"lookup broke on {token}")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(receiver, "_lookup", broken)
+        response = await post(client, body(task()), config.token)
+    assert response.status_code == 500
+    assert response.json() == {
+        "error": "push_receiver_error",
+        "message": "The receiver could not take the notification.",
+    }
+    assert [r.getMessage() for r in caplog.records if r.name == "llamon_agent.client.push"] == [
+        "push notification failed unexpectedly: RuntimeError"
+    ]
+    assert (await post(client, body(task()), config.token)).status_code == 200
+
+
+async def test_an_unreachable_jwks_url_refuses_the_post(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    receiver, client, token = await signed_receiver(jwks_url="http://127.0.0.1:9/jwks.json")
+    content = body(task())
+    async with client:
+        response = await client.post(
+            "/a2a/push",
+            content=content,
+            headers={HEADER: token, "Authorization": signed(content)},
+        )
+    assert (response.status_code, response.json()["error"]) == (401, "push_signature_invalid")
+    assert "push signing keys could not be read from the JWKS URL: ConnectError" in caplog.text
+    assert receiver.current("t1") is None

@@ -29,9 +29,10 @@ only when:
 A refused POST gets ``{"error": <name>, "message": <text>}`` (never a token, a key or
 anything of the request) and resolves nothing; the next POST is judged on its own. An
 accepted one gets 200 ``{"status": "received"}`` at once. Nothing a request sends can
-raise into the server. At most ``max_pending`` registrations are open at a time (a task
-is retired when ``wait`` hands back its terminal state, or by ``forget``); memory does
-not grow with what strangers send.
+raise into the server (a failure of the receiver itself answers 500
+``push_receiver_error``, logged at ERROR by its type only). At most ``max_pending``
+registrations are open at a time (a task is retired when ``wait`` hands back its
+terminal state, or by ``forget``); memory does not grow with what strangers send.
 """
 
 from __future__ import annotations
@@ -317,6 +318,15 @@ class PushReceiver:
             status, message = _REFUSALS[refused.name]
             logger.info("push notification refused: %s", refused.name)
             return JSONResponse({"error": refused.name, "message": message}, status_code=status)
+        except Exception as exc:  # its text may hold what was sent: only the type is logged
+            logger.error("push notification failed unexpectedly: %s", type(exc).__name__)
+            return JSONResponse(
+                {
+                    "error": "push_receiver_error",
+                    "message": "The receiver could not take the notification.",
+                },
+                status_code=500,
+            )
         self._record(registration, task)
         return JSONResponse({"status": "received"})
 
@@ -458,8 +468,11 @@ class _JwtVerifier:
                         response = await http.get(self._jwks_url, follow_redirects=False)
                         response.raise_for_status()
                         self._fetched = _keys(response.json())
-                except (httpx.HTTPError, ValueError):
-                    logger.warning("push signing keys could not be fetched from the JWKS URL")
+                except Exception as exc:  # no key: the POST is refused, 401
+                    logger.warning(
+                        "push signing keys could not be read from the JWKS URL: %s",
+                        type(exc).__name__,
+                    )
         return _pick(self._fetched, kid)
 
 
