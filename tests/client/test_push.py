@@ -209,6 +209,21 @@ async def test_a_rejected_task_raises_from_wait(
     assert receiver.pending == 0
 
 
+async def test_a_pause_nobody_waited_on_is_dropped_once_the_task_moves_on(
+    http: tuple[PushReceiver, httpx.AsyncClient],
+) -> None:
+    receiver, client = http
+    config = receiver.register("t1")
+    assert config.token is not None
+    await post(client, body(task(state=TaskState.input_required)), config.token)
+    await post(client, body(task(state=TaskState.working)), config.token)
+    waiting = asyncio.create_task(receiver.wait("t1", timeout=WAIT))
+    await post(client, body(task(state=TaskState.working)), config.token)
+    assert not waiting.done()
+    await post(client, body(task(text="answered")), config.token)
+    assert (await waiting).text == "answered"
+
+
 async def test_a_notification_after_the_end_is_acknowledged_and_ignored(
     http: tuple[PushReceiver, httpx.AsyncClient],
 ) -> None:

@@ -344,6 +344,8 @@ class PushReceiver:
             task = Task.model_validate_json(body)
         except (ValidationError, ValueError):
             raise _Refused("push_body_invalid") from None
+        if self._lookup(token) is not registration:  # retired while the body was read
+            raise _Refused("push_token_invalid")
         if registration.task_id is None:
             if task.id in self._by_task:
                 raise _Refused("push_task_mismatch")
@@ -394,6 +396,8 @@ class PushReceiver:
             registration.done = state in _TERMINAL
             registration.latest = task
             registration.arrived.set()
+        elif registration.latest is not None:  # a pause nobody waited on: the task moved on
+            registration.latest = None
 
     def _retire(self, registration: _Registration) -> None:
         self._by_digest.pop(_digest(registration.token), None)
