@@ -40,7 +40,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import json
 import logging
 import secrets
 import socket
@@ -58,8 +57,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from llamon_agent._extras import requires_extra
 from llamon_agent.client.errors import RemoteTimeoutError, remote_error_from_task
+from llamon_agent.client.push_jwt import DEFAULT_JWT_ALGORITHMS, JwtVerifier, SignatureRefused
 from llamon_agent.client.result import RemoteResult
 
 if TYPE_CHECKING:
@@ -80,16 +79,11 @@ logger = logging.getLogger("llamon_agent.client.push")
 TOKEN_HEADER: Final = "X-A2A-Notification-Token"  # noqa: S105 - a header name
 """The header an A2A server puts the registration's token in."""
 
-DEFAULT_JWT_ALGORITHMS: Final = ("RS256", "RS384", "RS512", "PS256", "ES256", "ES384", "EdDSA")
-"""Asymmetric algorithms only: a signed notification never verifies with a shared secret
-unless you name an HMAC algorithm yourself."""
-
 _TERMINAL: Final = frozenset(
     {TaskState.completed, TaskState.failed, TaskState.canceled, TaskState.rejected}
 )
 _PAUSED: Final = frozenset({TaskState.input_required, TaskState.auth_required})
 _FAILED: Final = frozenset({TaskState.failed, TaskState.rejected})
-_JWKS_REFRESH_SECONDS: Final = 60.0
 
 _REFUSALS: Final[Mapping[str, tuple[int, str]]] = {
     "push_token_required": (401, f"This webhook requires the {TOKEN_HEADER} header."),
@@ -167,7 +161,7 @@ class PushReceiver:
         self._by_digest: dict[bytes, _Registration] = {}
         self._by_task: dict[str, _Registration] = {}
         self._verifier = (
-            _JwtVerifier(jwt_key, jwks_url, self.jwt_algorithms)
+            JwtVerifier(jwt_key, jwks_url, self.jwt_algorithms, max_age=jwt_max_age)
             if jwt_key is not None or jwks_url is not None
             else None
         )
@@ -339,7 +333,11 @@ class PushReceiver:
             raise _Refused("push_token_invalid")
         body = await self._body(request)
         if self._verifier is not None:
-            await self._verifier.verify(request.headers.get("authorization"), body, self)
+            authorization = request.headers.get("authorization")
+            try:
+                await self._verifier.verify(authorization, body, now=self._clock())
+            except SignatureRefused as refused:
+                raise _Refused(refused.name) from None
         try:
             task = Task.model_validate_json(body)
         except (ValidationError, ValueError):
@@ -406,112 +404,6 @@ class PushReceiver:
         ):
             del self._by_task[registration.task_id]
         registration.arrived.set()  # a waiter re-checks and sees it forgotten
-
-
-class _JwtVerifier:
-    """Checks ``Authorization: Bearer <JWT>``: signature, ``iat``, ``request_body_sha256``."""
-
-    def __init__(self, key: Any, jwks_url: str | None, algorithms: tuple[str, ...]) -> None:
-        with requires_extra("jwt", "verifying signed push notifications"):
-            import jwt  # noqa: F401 - fail at construction, not on the first POST
-        if not algorithms:
-            raise ValueError("jwt_algorithms must name at least one algorithm")
-        self._algorithms = algorithms
-        self._static = _keys(key) if key is not None else {}
-        self._jwks_url = jwks_url
-        self._fetched: dict[str | None, Any] = {}
-        self._fetched_at: float | None = None
-        self._fetching = asyncio.Lock()
-
-    async def verify(self, header: str | None, body: bytes, receiver: PushReceiver) -> None:
-        import jwt
-
-        scheme, _, token = (header or "").strip().partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token:
-            raise _Refused("push_signature_required")
-        try:
-            kid = jwt.get_unverified_header(token).get("kid")
-            key = await self._key(kid if isinstance(kid, str) else None)
-            if key is None:
-                raise _Refused("push_signature_invalid")
-            claims = jwt.decode(
-                token,
-                key,
-                algorithms=list(self._algorithms),
-                options={"require": ["iat"], "verify_iat": False, "verify_aud": False},
-            )
-        except jwt.PyJWTError:
-            raise _Refused("push_signature_invalid") from None
-        issued = claims.get("iat")
-        now = receiver._clock()
-        if (
-            not isinstance(issued, int | float)
-            or isinstance(issued, bool)
-            or issued > now + 30
-            or now - issued > receiver.jwt_max_age
-        ):
-            raise _Refused("push_signature_invalid")
-        expected = claims.get("request_body_sha256")
-        if not isinstance(expected, str) or not _body_matches(expected, body):
-            raise _Refused("push_signature_invalid")
-
-    async def _key(self, kid: str | None) -> Any:
-        found = _pick(self._static, kid)
-        if found is not None or self._jwks_url is None:
-            return found
-        found = _pick(self._fetched, kid)
-        if found is not None:
-            return found
-        async with self._fetching:
-            now = time.monotonic()
-            if self._fetched_at is None or now - self._fetched_at >= _JWKS_REFRESH_SECONDS:
-                self._fetched_at = now
-                try:
-                    async with httpx.AsyncClient(timeout=5.0) as http:
-                        response = await http.get(self._jwks_url, follow_redirects=False)
-                        response.raise_for_status()
-                        self._fetched = _keys(response.json())
-                except Exception as exc:  # no key: the POST is refused, 401
-                    logger.warning(
-                        "push signing keys could not be read from the JWKS URL: %s",
-                        type(exc).__name__,
-                    )
-        return _pick(self._fetched, kid)
-
-
-def _keys(key: Any) -> dict[str | None, Any]:
-    """A key, a JWK mapping or a JWKS mapping (``{"keys": [...]}``) -> keys by ``kid``."""
-    from jwt import PyJWK, PyJWKSet
-
-    if isinstance(key, Mapping) and "keys" in key:
-        return {jwk.key_id: jwk for jwk in PyJWKSet.from_dict(dict(key)).keys}
-    if isinstance(key, Mapping):
-        jwk = PyJWK.from_dict(dict(key))
-        return {jwk.key_id: jwk}
-    return {None: key}
-
-
-def _pick(keys: Mapping[str | None, Any], kid: str | None) -> Any:
-    if kid is not None and kid in keys:
-        return keys[kid]
-    if len(keys) == 1:
-        ((only_kid, only),) = keys.items()
-        if kid is None or only_kid is None:
-            return only
-    return None
-
-
-def _body_matches(expected: str, body: bytes) -> bool:
-    """The claim is the SHA-256 (hex) of the body as sent, or of its compact JSON."""
-    candidates = [hashlib.sha256(body).hexdigest()]
-    try:
-        compact = json.dumps(json.loads(body), ensure_ascii=False, separators=(",", ":"))
-    except ValueError:
-        pass
-    else:
-        candidates.append(hashlib.sha256(compact.encode()).hexdigest())
-    return any(hmac.compare_digest(expected.lower(), c) for c in candidates)
 
 
 def push_receiver(
