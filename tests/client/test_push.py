@@ -271,6 +271,10 @@ async def test_registration_misuse_is_refused_locally() -> None:
         await receiver.wait("nope")
     with pytest.raises(ValueError, match="max_pending"):
         push_receiver(URL, max_pending=0)
+    with pytest.raises(ValueError, match="may not name 'none'"):
+        push_receiver(URL, jwt_key=jwk(), jwt_algorithms=["ES256", "none"])
+    with pytest.raises(ValueError, match="at least one algorithm"):
+        push_receiver(URL, jwt_key=jwk(), jwt_algorithms=[])
     assert "mine" not in repr(receiver)
     assert repr(receiver) == "PushReceiver(path='/a2a/push', open=1)"
 

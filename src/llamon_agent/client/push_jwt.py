@@ -60,6 +60,8 @@ class JwtVerifier:
             import jwt  # noqa: F401 - fail at construction, not on the first POST
         if not algorithms:
             raise ValueError("jwt_algorithms must name at least one algorithm")
+        if any(name.lower() == "none" for name in algorithms):
+            raise ValueError("jwt_algorithms may not name 'none': it would accept unsigned JWTs")
         self._algorithms = algorithms
         self._max_age = max_age
         self._static = _keys(key) if key is not None else {}
