@@ -247,9 +247,8 @@ class AgentClient:
         """
         from llamon_agent.client.push import start_with_push
 
-        return await start_with_push(
-            self, message_or_text, push, skill=skill, context_id=context_id
-        )
+        message = _message(message_or_text, context_id=context_id, task_id=None)
+        return await start_with_push(self, message, push, skill=skill, context_id=context_id)
 
     async def register_push(self, task_id: str, receiver: PushReceiver) -> None:
         """Have the agent push an existing task's progress to ``receiver``

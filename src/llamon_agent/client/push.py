@@ -50,7 +50,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 import httpx
-from a2a.types import PushNotificationConfig, Task, TaskState
+from a2a.types import (
+    Message,
+    MessageSendConfiguration,
+    MessageSendParams,
+    PushNotificationConfig,
+    Task,
+    TaskPushNotificationConfig,
+    TaskState,
+)
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
@@ -62,8 +70,6 @@ from llamon_agent.client.push_jwt import DEFAULT_JWT_ALGORITHMS, JwtVerifier, Si
 from llamon_agent.client.result import RemoteResult
 
 if TYPE_CHECKING:
-    from a2a.types import Message, Part
-
     from llamon_agent.client.agent_client import AgentClient
 
 __all__ = [
@@ -442,7 +448,7 @@ def push_receiver(
 
 async def start_with_push(
     client: AgentClient,
-    message_or_text: Message | str | Sequence[Part],
+    message: Message,
     receiver: PushReceiver,
     *,
     skill: str | None,
@@ -450,13 +456,7 @@ async def start_with_push(
 ) -> RemoteResult:
     """``AgentClient.start``: a non-blocking ``message/send`` carrying the receiver's
     registration; the task as the agent first answered it."""
-    from a2a.types import Message as A2AMessage
-    from a2a.types import MessageSendConfiguration, MessageSendParams
-
-    from llamon_agent.client.agent_client import _message
-
     card, transport, context = await client._prepared()
-    message = _message(message_or_text, context_id=context_id, task_id=None)
     client.check(card, message, skill)
     _check_push_declared(card.name, card.capabilities.push_notifications)
     config = receiver.register(agent=card.name)
@@ -471,7 +471,7 @@ async def start_with_push(
         if isinstance(exc, Exception):
             raise client._error(exc, task_id=None, context_id=context_id) from exc
         raise
-    if isinstance(answer, A2AMessage):
+    if isinstance(answer, Message):
         receiver.forget(config)
         return RemoteResult.from_message(answer)
     receiver.bind(config, answer)
@@ -485,8 +485,6 @@ async def register_push(
     client: AgentClient, task_id: str, receiver: PushReceiver
 ) -> PushNotificationConfig:
     """``AgentClient.register_push``: ``tasks/pushNotificationConfig/set`` for a task."""
-    from a2a.types import TaskPushNotificationConfig
-
     card, transport, context = await client._prepared()
     _check_push_declared(card.name, card.capabilities.push_notifications)
     config = receiver.register(task_id, agent=card.name)
