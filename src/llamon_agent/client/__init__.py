@@ -56,6 +56,7 @@ if TYPE_CHECKING:
         remote_error_from_task,
         remote_error_from_transport,
     )
+    from llamon_agent.client.push import PushReceiver, PushReceiverFullError, push_receiver
     from llamon_agent.client.result import RemoteResult
     from llamon_agent.client.retry import RetryKind, RetryPolicy, call_with_retry
     from llamon_agent.client.shelf import ArtifactShelf, ArtifactTooLargeError, ShelfFullError
@@ -75,6 +76,8 @@ __all__ = [
     "CompensationFailure",
     "Credential",
     "Outcome",
+    "PushReceiver",
+    "PushReceiverFullError",
     "RemoteAgentError",
     "RemoteApplicationErrorData",
     "RemoteAuthRequiredError",
@@ -99,6 +102,7 @@ __all__ = [
     "call_with_retry",
     "chain",
     "clear_card_cache",
+    "push_receiver",
     "remote_error_from_exception",
     "remote_error_from_http",
     "remote_error_from_jsonrpc",
@@ -150,6 +154,9 @@ _HOMES: dict[str, str] = {
             "remote_error_from_transport",
         ),
         "llamon_agent.client.errors",
+    ),
+    **dict.fromkeys(
+        ("PushReceiver", "PushReceiverFullError", "push_receiver"), "llamon_agent.client.push"
     ),
     **dict.fromkeys(("RemoteResult",), "llamon_agent.client.result"),
     **dict.fromkeys(("RetryKind", "RetryPolicy", "call_with_retry"), "llamon_agent.client.retry"),

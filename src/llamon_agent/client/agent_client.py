@@ -19,7 +19,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import httpx
 from a2a.client.middleware import ClientCallContext
@@ -48,6 +48,9 @@ from llamon_agent.client.errors import (
 from llamon_agent.client.result import RemoteResult
 from llamon_agent.core.codes import ErrorCode
 from llamon_agent.exceptions import LlamonError
+
+if TYPE_CHECKING:
+    from llamon_agent.client.push import PushReceiver
 
 __all__ = ["AgentClient", "CardMismatchError", "part_mode"]
 
@@ -226,6 +229,33 @@ class AgentClient:
                 f"only a task waiting for input can be resumed; this one is {result.state.value}"
             )
         return await self.send(answer, context_id=result.context_id, task_id=result.task_id)
+
+    async def start(
+        self,
+        message_or_text: Message | str | Sequence[Part],
+        *,
+        push: PushReceiver,
+        skill: str | None = None,
+        context_id: str | None = None,
+    ) -> RemoteResult:
+        """Start a task without waiting for it (``message/send``, non-blocking) and have
+        the agent push its progress to ``push`` (``llamon_agent.client.push_receiver``).
+
+        Returns the task as the agent first answered it (usually ``submitted`` or
+        ``working``); then ``await push.wait(result.task_id)``. Raises like ``send``, and
+        ``CardMismatchError`` when the card does not declare push notifications.
+        """
+        from llamon_agent.client.push import start_with_push
+
+        message = _message(message_or_text, context_id=context_id, task_id=None)
+        return await start_with_push(self, message, push, skill=skill, context_id=context_id)
+
+    async def register_push(self, task_id: str, receiver: PushReceiver) -> None:
+        """Have the agent push an existing task's progress to ``receiver``
+        (``tasks/pushNotificationConfig/set``); then ``await receiver.wait(task_id)``."""
+        from llamon_agent.client.push import register_push
+
+        await register_push(self, task_id, receiver)
 
     async def get(self, task_id: str, *, history_length: int | None = None) -> RemoteResult:
         """The task's current state (``tasks/get``); a failed task raises like ``send``."""

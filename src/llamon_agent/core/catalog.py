@@ -273,6 +273,14 @@ _ENTRIES: Final[tuple[tuple[str, Stage, ErrorCode, bool, str, str], ...]] = (
         "a called A2A agent's answer is not JSON-RPC",
     ),
     (
+        "push_wait_timeout",
+        _S.A2A_CALL,
+        _E.UPSTREAM_TIMEOUT,
+        True,
+        "check_called_agent_push_delivery",
+        "no push notification ended a task within the wait's timeout (wait again, or tasks/get)",
+    ),
+    (
         "remote_task_failed",
         _S.A2A_CALL,
         _E.INTERNAL_ERROR,
