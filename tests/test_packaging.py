@@ -31,6 +31,7 @@ OPTIONAL_DISTRIBUTIONS = {
     "asyncpg": "postgres",
     "psycopg": "postgres",
     "sqlalchemy": "postgres",
+    "pyjwt": "jwt",
 }
 """Distributions the core must not depend on, and the extra that brings each."""
 
@@ -45,6 +46,7 @@ HIDDEN_MODULES = (
     "psycopg",
     "psycopg_pool",
     "aiosqlite",
+    "jwt",
 )
 
 BLOCKER = """
@@ -102,7 +104,7 @@ def test_each_optional_package_comes_with_its_extra() -> None:
             assert "langgraph-checkpoint-postgres" in extras["postgres"]
         else:
             assert distribution in extras[extra], (distribution, extra)
-    features = {"langgraph", "mcp", "openai", "anthropic", "postgres"}
+    features = {"langgraph", "mcp", "openai", "anthropic", "postgres", "jwt"}
     assert extras["all"] == {"llamon-agent": features}
     assert extras["dev"]["llamon-agent"] == {"all"}
 
@@ -126,6 +128,11 @@ def test_each_optional_package_comes_with_its_extra() -> None:
             "from llamon_agent.a2a import open_stores\n"
             "asyncio.run(open_stores('postgres', dsn='postgresql://u:pw@127.0.0.1/db'))",
             "the postgres task store needs the PostgreSQL drivers",
+        ),
+        (
+            "from llamon_agent.client import push_receiver\n"
+            "push_receiver('http://127.0.0.1:9/hook', jwt_key={'kty': 'oct', 'k': 'AA'})",
+            "verifying signed push notifications needs PyJWT",
         ),
     ],
 )

@@ -13,6 +13,8 @@ extra           brings                                 for
 ``anthropic``   the Anthropic SDK                      ``AnthropicMessagesModel``
 ``postgres``    SQLAlchemy + asyncpg, psycopg (the     the ``postgres`` task store and flow
                 LangGraph PostgreSQL checkpointer)     checkpoints
+``jwt``         PyJWT (with its crypto backend)        signed push notifications
+                                                       (``push_receiver(jwt_key=...)``)
 ``all``         every extra above
 ==============  =====================================  ========================================
 
@@ -31,7 +33,7 @@ from typing import Final, Literal
 
 __all__ = ["EXTRA_MODULES", "Extra", "missing_extra", "requires_extra"]
 
-Extra = Literal["langgraph", "mcp", "openai", "anthropic", "postgres"]
+Extra = Literal["langgraph", "mcp", "openai", "anthropic", "postgres", "jwt"]
 """The extras that bring an optional package (``all`` is their union)."""
 
 _WHAT: Final[dict[Extra, str]] = {
@@ -40,6 +42,7 @@ _WHAT: Final[dict[Extra, str]] = {
     "openai": "the OpenAI SDK",
     "anthropic": "the Anthropic SDK",
     "postgres": "the PostgreSQL drivers",
+    "jwt": "PyJWT",
 }
 
 EXTRA_MODULES: Final[dict[Extra, tuple[str, ...]]] = {
@@ -54,6 +57,7 @@ EXTRA_MODULES: Final[dict[Extra, tuple[str, ...]]] = {
         "psycopg_pool",
         "langgraph.checkpoint.postgres",
     ),
+    "jwt": ("jwt",),
 }
 """The modules each extra provides: an ``ImportError`` of one of them is that extra's."""
 

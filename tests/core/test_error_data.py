@@ -97,6 +97,20 @@ def test_error_source_accepts_each_system(source: str) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("source", "shown"),
+    [
+        ("http:api.internal.example.com/users", "http:[REDACTED:host]/users"),
+        ("db:orders@10.0.0.5:5432", "db:orders@[REDACTED:host]"),
+    ],
+)
+def test_error_source_never_shows_a_host_or_address(source: str, shown: str) -> None:
+    data = make_application_error_data(ErrorCode.UPSTREAM_UNAVAILABLE, "r", errorSource=source)
+    assert data.error_source == shown
+    assert "example.com" not in data.model_dump_json()
+    assert "10.0.0.5" not in data.model_dump_json()
+
+
 @pytest.mark.reason("error_data_build_failed")
 @pytest.mark.parametrize(
     ("field", "value"),

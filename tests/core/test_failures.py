@@ -182,7 +182,7 @@ def test_record_from_error_data_needs_no_second_classification() -> None:
         "slow down",
         retriable=True,
         retryAfterMs=2000,
-        errorSource="http:api.example.test",
+        errorSource="http:ocr/recognize",
     )
     record = FailureRecord.from_error_data(data, step_id="s1", evidence={"task_id": "t-1"})
     assert (record.stage, record.reason, record.error_code, record.retryable) == (
@@ -195,6 +195,6 @@ def test_record_from_error_data_needs_no_second_classification() -> None:
     assert record.operator_action == "back_off_or_raise_quota"
     assert dict(record.evidence) == {
         "retry_after_ms": 2000,
-        "error_source": "http:api.example.test",
+        "error_source": "http:ocr/recognize",
         "task_id": "t-1",
     }

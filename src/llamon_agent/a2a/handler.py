@@ -24,7 +24,8 @@ A repeated send is answered, not run (``llamon_agent.a2a.sent``): a ``message/se
 ``message/stream`` without a ``taskId`` whose ``messageId`` the same caller sent in the
 same context within the idempotency window answers the task that message started -- as
 it is now (a blocking send waits for its run to end; a stream follows the run, or gets
-the task) -- and the agent does not run again.
+the task) -- and the agent does not run again. So does a message continuing a task whose
+history holds it already (a retried answer to ``input-required``).
 
 One run per task, one end per run (``task_locks``): a second ``message/send`` or
 ``message/stream`` on a task that is running a request already is refused with
@@ -51,6 +52,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
@@ -90,7 +92,7 @@ from llamon_agent.a2a.ownership import OwnedTaskStore, masked_push_config
 from llamon_agent.a2a.parts import application_error_to_parts
 from llamon_agent.a2a.protocol import as_protocol_errors, push_not_supported
 from llamon_agent.a2a.queues import LlamonQueueManager, abandon_queue
-from llamon_agent.a2a.sent import DEFAULT_WINDOW, SentMessages
+from llamon_agent.a2a.sent import DEFAULT_WINDOW, SentKey, SentMessages
 from llamon_agent.a2a.states import PAUSED_STATES, TERMINAL_STATES
 from llamon_agent.a2a.stores.guard import GuardedTaskStore, guard_task_store
 from llamon_agent.a2a.stores.sent_lookup import SENT_METADATA_KEY
@@ -105,6 +107,8 @@ logger = logging.getLogger("llamon_agent.a2a")
 
 RUN_END_WAIT: Final = 30.0
 """Seconds a cancel waits for the run it ended (or lost to) to have its end stored."""
+_CLAIM_TRIES: Final = 3
+"""How often a repeat waits for another request starting the same send before it runs."""
 CLAIM_GRACE: Final = 10.0
 """Seconds a finished run's claim waits for its reader to store the end before it is let go."""
 
@@ -132,11 +136,15 @@ class _RunManager(TaskManager):
         self.claims = claims
         self.claim: RunClaim | None = None
         self.sent = sent
+        self.stored: Callable[[str], None] | None = None  # told the task's id once saved
 
     async def _save_task(self, task: Task) -> None:
         if self.sent is not None and SENT_METADATA_KEY not in (task.metadata or {}):
             task.metadata = {**(task.metadata or {}), SENT_METADATA_KEY: self.sent}
         await super()._save_task(task)
+        if self.stored is not None:
+            stored, self.stored = self.stored, None
+            stored(task.id)
 
     async def save_task_event(
         self, event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent
@@ -305,7 +313,7 @@ class LlamonRequestHandler(DefaultRequestHandler):
         )
         task_id = cast("str", request_context.task_id)
         if key is not None and stamp is not None and task is None:
-            self.sent.remember(key, task_id, stamp)
+            manager.stored = functools.partial(self.sent.started, key, stamp=stamp)
         configuration = params.configuration
         if self._push_config_store and configuration and configuration.push_notification_config:
             await self._push_config_store.set_info(task_id, configuration.push_notification_config)
@@ -395,18 +403,40 @@ class LlamonRequestHandler(DefaultRequestHandler):
         if unknown_context is not None:  # rare: a client-named context not remembered
             await self.task_store.check_context(unknown_context, context)
 
-    async def _earlier_task(
-        self, params: MessageSendParams, context: ServerCallContext | None
+    async def _continued_already(
+        self, message: Message, context: ServerCallContext | None
     ) -> Task | None:
-        """The task this message started already (a repeat within the window), as the
-        caller may read it; ``None`` when it is no repeat or the task is gone."""
-        key = self.sent.key(params.message, context)
+        """The task ``message`` continues when it holds this message already (a retried
+        answer to ``input-required``), else ``None``."""
+        if not message.task_id:
+            return None
+        task = await self.task_store.get(message.task_id, context)
+        if task is None or not any(m.message_id == message.message_id for m in task.history or ()):
+            return None
+        return task
+
+    async def _earlier_task(
+        self, message: Message, key: SentKey | None, context: ServerCallContext | None
+    ) -> tuple[Task | None, asyncio.Future[str | None] | None]:
+        """The task this message started or continued already (a repeat), as the caller
+        may read it, or ``None`` when it is no repeat or the task is gone; and the claim on
+        ``key`` this request holds to start it (release it when done).
+
+        A repeat of a send that is still starting waits for its task to be stored."""
         if key is None:
-            return None
+            return await self._continued_already(message, context), None
         task_id = await self.sent.earlier(key)
+        for _ in range(_CLAIM_TRIES):
+            if task_id is not None:
+                break
+            mine, starting = self.sent.claim(key)
+            if mine:
+                return None, starting
+            with contextlib.suppress(TimeoutError):
+                task_id = await asyncio.wait_for(asyncio.shield(starting), RUN_END_WAIT)
         if task_id is None:
-            return None
-        return await self.task_store.get(task_id, context)
+            return None, None
+        return await self.task_store.get(task_id, context), None
 
     async def _send_again(
         self, task: Task, params: MessageSendParams, context: ServerCallContext | None
@@ -459,10 +489,15 @@ class LlamonRequestHandler(DefaultRequestHandler):
         error the agent raised."""
         with as_protocol_errors():
             await self._admit(params, context)
-            earlier = await self._earlier_task(params, context)
+            key = self.sent.key(params.message, context)
+            earlier, held = await self._earlier_task(params.message, key, context)
             if earlier is not None:
                 return await self._send_again(earlier, params, context)
-            result = await super().on_message_send(params, context)
+            try:
+                result = await super().on_message_send(params, context)
+            finally:
+                if key is not None and held is not None:
+                    self.sent.release(key, held)
         if isinstance(result, Task):
             error = self.agent_executor.protocol_errors.pop(result.id)
             if error is not None:
@@ -475,22 +510,27 @@ class LlamonRequestHandler(DefaultRequestHandler):
         """message/stream: as message/send, event by event."""
         with as_protocol_errors():
             await self._admit(params, context)
-            earlier = await self._earlier_task(params, context)
+            key = self.sent.key(params.message, context)
+            earlier, held = await self._earlier_task(params.message, key, context)
             if earlier is not None:
                 async for event in self._stream_again(earlier, context):
                     yield event
                 return
-            async for item in super().on_message_send_stream(params, context):
-                event = _stream_event(item)
-                if (
-                    isinstance(event, TaskStatusUpdateEvent)
-                    and event.final
-                    and event.status.state == TaskState.failed
-                ):
-                    error = self.agent_executor.protocol_errors.pop(event.task_id)
-                    if error is not None:
-                        raise error
-                yield event
+            try:
+                async for item in super().on_message_send_stream(params, context):
+                    event = _stream_event(item)
+                    if (
+                        isinstance(event, TaskStatusUpdateEvent)
+                        and event.final
+                        and event.status.state == TaskState.failed
+                    ):
+                        error = self.agent_executor.protocol_errors.pop(event.task_id)
+                        if error is not None:
+                            raise error
+                    yield event
+            finally:
+                if key is not None and held is not None:
+                    self.sent.release(key, held)
 
     async def on_get_task(
         self, params: TaskQueryParams, context: ServerCallContext | None = None

@@ -16,10 +16,14 @@ as it is now instead of running the agent again. What the caller sees:
   and PostgreSQL stores, and on the memory store for as long as it keeps the task. The
   most recent ``SENT_MEMORY`` keys are also kept in memory (no store query for them).
 * A task the store no longer holds (deleted, evicted) is no answer: the message runs.
+* Simultaneous: a repeat that arrives while the first send is still starting (its task
+  not stored yet) waits for that task (``claim``) instead of starting a second run; if
+  the first send fails before its task is stored, the repeat runs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections import OrderedDict
@@ -83,6 +87,7 @@ class SentMessages:
         self.window = check_window(window)
         self.clock = clock
         self._recent: OrderedDict[SentKey, tuple[str, float]] = OrderedDict()
+        self._starting: dict[SentKey, asyncio.Future[str | None]] = {}
 
     @staticmethod
     def key(message: Message, context: ServerCallContext | None) -> SentKey | None:
@@ -101,6 +106,37 @@ class SentMessages:
         self._recent.move_to_end(key)
         while len(self._recent) > SENT_MEMORY:
             self._recent.popitem(last=False)
+
+    def claim(self, key: SentKey) -> tuple[bool, asyncio.Future[str | None]]:
+        """Take ``key``'s send if no other request is starting it: ``(True, future)``,
+        and the caller must ``started`` or ``release`` it. Else ``(False, future)``: the
+        future gives the id of the task the other request starts (``None`` if it failed
+        before its task was stored)."""
+        starting = self._starting.get(key)
+        if starting is not None:
+            return False, starting
+        future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        recent = self._recent.get(key)
+        if recent is not None and recent[1] >= self.clock() - self.window:
+            future.set_result(recent[0])  # started while this request read the store
+            return False, future
+        self._starting[key] = future
+        return True, future
+
+    def started(self, key: SentKey, task_id: str, stamp: dict[str, Any]) -> None:
+        """``key``'s task is stored as ``task_id``: remember it and answer the waiters."""
+        self.remember(key, task_id, stamp)
+        future = self._starting.pop(key, None)
+        if future is not None and not future.done():
+            future.set_result(task_id)
+
+    def release(self, key: SentKey, future: asyncio.Future[str | None]) -> None:
+        """The request holding ``key``'s claim (``future``) is done; waiters that still
+        wait learn that it stored no task."""
+        if self._starting.get(key) is future:
+            del self._starting[key]
+        if not future.done():
+            future.set_result(None)
 
     async def earlier(self, key: SentKey) -> str | None:
         """The id of the task ``key``'s message started within the window, or ``None``.

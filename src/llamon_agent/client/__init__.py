@@ -5,8 +5,10 @@ server, llamon or not. ``AgentClient(url).send(...)`` gives a ``RemoteResult`` o
 one of the ``RemoteAgentError`` family (one class per errorCode, the remote error data
 parsed). ``call_with_retry`` retries a call by the kind of its failure
 (``RetryPolicy``); ``all_or_nothing``, ``best_effort`` and ``Saga`` call several agents
-at once. ``AgentClient.stream`` yields typed events and survives a dropped connection;
-``call_agent_stream`` / ``build_agent_context`` call an agent from a flow node.
+at once; ``chain`` hands each agent's answer to the next (large artifacts by reference,
+through an ``ArtifactShelf``). ``AgentClient.stream`` yields typed events and survives a
+dropped connection; ``call_agent_stream`` / ``build_agent_context`` call an agent from a
+flow node.
 """
 
 from __future__ import annotations
@@ -19,6 +21,13 @@ if TYPE_CHECKING:
     from llamon_agent.client.agent_client import AgentClient, CardMismatchError
     from llamon_agent.client.auth import ApiKey, Bearer, Credential
     from llamon_agent.client.card import clear_card_cache
+    from llamon_agent.client.chaining import (
+        DEFAULT_BY_REFERENCE_ABOVE,
+        ChainFailedError,
+        ChainResult,
+        ChainStep,
+        chain,
+    )
     from llamon_agent.client.combinators import (
         Call,
         CompensationFailure,
@@ -54,22 +63,32 @@ if TYPE_CHECKING:
         build_agent_context,
         call_agent_stream,
     )
+    from llamon_agent.client.push import PushReceiver, PushReceiverFullError, push_receiver
     from llamon_agent.client.result import RemoteResult
     from llamon_agent.client.retry import RetryKind, RetryPolicy, call_with_retry
+    from llamon_agent.client.shelf import ArtifactShelf, ArtifactTooLargeError, ShelfFullError
     from llamon_agent.client.stream import ArtifactChunk, FinalEvent, StatusEvent, StreamEvent
 
 __all__ = [
+    "DEFAULT_BY_REFERENCE_ABOVE",
     "AgentCallContext",
     "AgentClient",
     "ApiKey",
     "ArtifactChunk",
+    "ArtifactShelf",
+    "ArtifactTooLargeError",
     "Bearer",
     "Call",
     "CardMismatchError",
+    "ChainFailedError",
+    "ChainResult",
+    "ChainStep",
     "CompensationFailure",
     "Credential",
     "FinalEvent",
     "Outcome",
+    "PushReceiver",
+    "PushReceiverFullError",
     "RemoteAgentError",
     "RemoteApplicationErrorData",
     "RemoteAuthRequiredError",
@@ -87,6 +106,7 @@ __all__ = [
     "Saga",
     "SagaFailedError",
     "SagaStep",
+    "ShelfFullError",
     "StatusEvent",
     "StepContext",
     "StreamEvent",
@@ -95,7 +115,9 @@ __all__ = [
     "build_agent_context",
     "call_agent_stream",
     "call_with_retry",
+    "chain",
     "clear_card_cache",
+    "push_receiver",
     "remote_error_from_exception",
     "remote_error_from_http",
     "remote_error_from_jsonrpc",
@@ -108,6 +130,10 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(("AgentClient", "CardMismatchError"), "llamon_agent.client.agent_client"),
     **dict.fromkeys(("ApiKey", "Bearer", "Credential"), "llamon_agent.client.auth"),
     **dict.fromkeys(("clear_card_cache",), "llamon_agent.client.card"),
+    **dict.fromkeys(
+        ("DEFAULT_BY_REFERENCE_ABOVE", "ChainFailedError", "ChainResult", "ChainStep", "chain"),
+        "llamon_agent.client.chaining",
+    ),
     **dict.fromkeys(
         (
             "Call",
@@ -145,6 +171,9 @@ _HOMES: dict[str, str] = {
         "llamon_agent.client.errors",
     ),
     **dict.fromkeys(
+        ("PushReceiver", "PushReceiverFullError", "push_receiver"), "llamon_agent.client.push"
+    ),
+    **dict.fromkeys(
         ("AgentCallContext", "build_agent_context", "call_agent_stream"),
         "llamon_agent.client.flow_helpers",
     ),
@@ -153,6 +182,9 @@ _HOMES: dict[str, str] = {
         ("ArtifactChunk", "FinalEvent", "StatusEvent", "StreamEvent"), "llamon_agent.client.stream"
     ),
     **dict.fromkeys(("RetryKind", "RetryPolicy", "call_with_retry"), "llamon_agent.client.retry"),
+    **dict.fromkeys(
+        ("ArtifactShelf", "ArtifactTooLargeError", "ShelfFullError"), "llamon_agent.client.shelf"
+    ),
 }
 """Where each public name lives; it is loaded from there on first use."""
 

@@ -51,6 +51,7 @@ from llamon_agent.core.codes import ErrorCode
 from llamon_agent.exceptions import LlamonError
 
 if TYPE_CHECKING:
+    from llamon_agent.client.push import PushReceiver
     from llamon_agent.client.stream import StreamEvent
 
 __all__ = ["AgentClient", "CardMismatchError", "part_mode"]
@@ -257,6 +258,33 @@ class AgentClient:
                 f"only a task waiting for input can be resumed; this one is {result.state.value}"
             )
         return await self.send(answer, context_id=result.context_id, task_id=result.task_id)
+
+    async def start(
+        self,
+        message_or_text: Message | str | Sequence[Part],
+        *,
+        push: PushReceiver,
+        skill: str | None = None,
+        context_id: str | None = None,
+    ) -> RemoteResult:
+        """Start a task without waiting for it (``message/send``, non-blocking) and have
+        the agent push its progress to ``push`` (``llamon_agent.client.push_receiver``).
+
+        Returns the task as the agent first answered it (usually ``submitted`` or
+        ``working``); then ``await push.wait(result.task_id)``. Raises like ``send``, and
+        ``CardMismatchError`` when the card does not declare push notifications.
+        """
+        from llamon_agent.client.push import start_with_push
+
+        message = _message(message_or_text, context_id=context_id, task_id=None)
+        return await start_with_push(self, message, push, skill=skill, context_id=context_id)
+
+    async def register_push(self, task_id: str, receiver: PushReceiver) -> None:
+        """Have the agent push an existing task's progress to ``receiver``
+        (``tasks/pushNotificationConfig/set``); then ``await receiver.wait(task_id)``."""
+        from llamon_agent.client.push import register_push
+
+        await register_push(self, task_id, receiver)
 
     async def get(self, task_id: str, *, history_length: int | None = None) -> RemoteResult:
         """The task's current state (``tasks/get``); a failed task raises like ``send``."""

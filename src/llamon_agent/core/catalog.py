@@ -273,6 +273,14 @@ _ENTRIES: Final[tuple[tuple[str, Stage, ErrorCode, bool, str, str], ...]] = (
         "a called A2A agent's answer is not JSON-RPC",
     ),
     (
+        "push_wait_timeout",
+        _S.A2A_CALL,
+        _E.UPSTREAM_TIMEOUT,
+        True,
+        "check_called_agent_push_delivery",
+        "no push notification ended a task within the wait's timeout (wait again, or tasks/get)",
+    ),
+    (
         "remote_task_failed",
         _S.A2A_CALL,
         _E.INTERNAL_ERROR,
@@ -327,6 +335,22 @@ _ENTRIES: Final[tuple[tuple[str, Stage, ErrorCode, bool, str, str], ...]] = (
         True,
         "check_dns_tls_proxy_allowlist",
         "the transport failed before a meaningful response",
+    ),
+    (
+        "shelf_full_error",
+        _S.A2A_CALL,
+        _E.RATE_LIMITED,
+        True,
+        "raise_shelf_bounds_or_end_other_chains",
+        "the caller's artifact shelf has no room for a by-reference artifact; nothing was sent",
+    ),
+    (
+        "artifact_too_large_error",
+        _S.A2A_CALL,
+        _E.INVALID_INPUT,
+        False,
+        "raise_shelf_max_bytes_or_split_the_artifact",
+        "an artifact is larger than the caller's whole artifact shelf; nothing was sent",
     ),
     (
         "connection_closed",

@@ -88,6 +88,9 @@ def _reason(value: str) -> str:
 
 
 def _source(value: str) -> str:
+    """An ``errorSource``, scrubbed like an ``errorMessage`` (a host, address or
+    credential in the locator is replaced), then checked against the convention."""
+    value = scrub_public_text(value)
     match = _ERROR_SOURCE.fullmatch(value)
     if match is None or match.group(1) not in ERROR_SOURCE_SYSTEMS:
         systems = ", ".join(sorted(ERROR_SOURCE_SYSTEMS))
@@ -192,10 +195,10 @@ def _hop_reason(value: str) -> str:
 
 
 def _hop_source(value: str) -> str:
-    text = scrub_public_text(value)
+    text = _source(value)
     if len(text) > _HOP_SOURCE_LIMIT:
         raise ValueError(f"errorSource of a hop must be at most {_HOP_SOURCE_LIMIT} characters")
-    return _source(text)
+    return text
 
 
 class CauseHop(_WireModel):

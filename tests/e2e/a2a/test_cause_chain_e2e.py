@@ -1,34 +1,27 @@
 """The failure's path across hops: A calls B, B calls C, C fails; A's caller reads
 ``data.cause == [hop B, hop C]`` (agent, task id, errorCode, errorReason, errorSource),
 A's failure record keeps the same chain, no loopback address shows anywhere, and the
-next request through the same three agents is answered (all real servers on 127.0.0.1,
-a2a-sdk's own client at every hop).
+next request through the same three agents is answered (all real servers on 127.0.0.1).
 
-``CalledAgentFailed`` is a test double of the client's ``RemoteAgentError`` contract: an
-exception from a called agent that carries that agent's answer (``carried``: its
-errorCode, errorReason, retriable) and ``cause_hops`` -- the called agent's own hop first
-(its card name, its failed task's id, code, reason, source), then the hops of its own
-``data.cause``. Raising it inside a llamon agent is all an agent does; the SDK builds
-``data.cause`` from it.
+A and B call the next agent with ``AgentClient`` and let its ``RemoteAgentError``
+propagate: that is all an agent does; the SDK builds ``data.cause`` from it. C fails with
+``UPSTREAM_UNAVAILABLE``, a code that passes a hop unchanged.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
 from typing import Any
 
-import httpx
 import pytest
-from a2a.client import ClientConfig, ClientFactory
-from a2a.types import AgentCard, Task, TaskState
+from a2a.types import AgentCard, TaskState
 
 from llamon_agent.a2a.agent import AgentContext
 from llamon_agent.a2a.server import create_app
-from llamon_agent.core.codes import ErrorCode, ErrorRule
+from llamon_agent.client import AgentClient, RemoteUnavailableError, clear_card_cache
+from llamon_agent.core.codes import ErrorCode
 from llamon_agent.core.errors import raise_application_error
-from llamon_agent.exceptions import LlamonError
 from tests._support.a2a_server import (
     a2a_client,
     error_data,
@@ -40,47 +33,13 @@ from tests._support.a2a_server import (
 )
 
 
-class CalledAgentFailed(LlamonError):
-    """Test double of ``RemoteAgentError``: the called agent's answer and failure path."""
-
-    def __init__(
-        self, message: str, *, rule: ErrorRule, hops: Sequence[Mapping[str, object]]
-    ) -> None:
-        super().__init__(message)
-        self._rule = rule
-        self._hops = list(hops)
-
-    @property
-    def carried(self) -> ErrorRule:
-        return self._rule
-
-    @property
-    def cause_hops(self) -> list[Mapping[str, object]]:
-        return self._hops
-
-    @classmethod
-    def from_task(cls, card: AgentCard, url: str, task: Task) -> CalledAgentFailed:
-        """What the client will raise for ``task``, a failed task of the agent ``card``."""
-        data = error_data(task)
-        own = {
-            "agent": card.name,
-            "taskId": task.id,
-            "errorCode": data.get("errorCode"),
-            "errorReason": data.get("errorReason"),
-            "errorSource": data.get("errorSource"),
-        }
-        hop = {key: value for key, value in own.items() if value is not None}
-        rule = ErrorRule(ErrorCode(data["errorCode"]), data["errorReason"], data["retriable"])
-        message = f"{card.name} at {url} failed: {data.get('errorMessage', '')}"
-        return cls(message, rule=rule, hops=[hop, *data.get("cause", [])])
-
-
 def _named(name: str) -> AgentCard:
     return make_card(streaming=False).model_copy(update={"name": name})
 
 
 class Failing:
-    """Agent C: fails the first request with a known code, reason and source."""
+    """Agent C: fails the first request with a known code, reason and source (not
+    retriable: no retry policy calls it again)."""
 
     def __init__(self) -> None:
         self.task_ids: list[str] = []
@@ -92,29 +51,28 @@ class Failing:
                 ErrorCode.UPSTREAM_UNAVAILABLE,
                 "ocr_service_down",
                 message="OCR at https://ocr.internal:8443/recognize refused the call",
-                retriable=True,
+                retriable=False,
                 errorSource="http:ocr/recognize",
             )
         return f"pong: {ctx.text}"
 
 
 class Calling:
-    """Agents A and B: forward the text with a2a-sdk's client; re-raise a failed task."""
+    """Agents A and B: forward the text with ``AgentClient``; its failure propagates."""
 
     def __init__(self, url: str) -> None:
         self.url = url
         self.task_ids: list[str] = []
+        self.errors: list[RemoteUnavailableError] = []
 
     async def invoke(self, ctx: AgentContext) -> str:
         self.task_ids.append(ctx.task_id)
-        async with httpx.AsyncClient(timeout=10.0) as http:
-            found = (await http.get(f"{self.url}/.well-known/agent-card.json")).json()
-            card = AgentCard.model_validate(found).model_copy(update={"url": self.url + "/"})
-            client = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(card)
-            task = await send(client, user_message(ctx.text))
-        if task.status.state == TaskState.failed:
-            raise CalledAgentFailed.from_task(card, self.url, task)
-        return "".join(texts(task))
+        async with AgentClient(self.url, timeout=10.0) as called:
+            try:
+                return (await called.send(ctx.text)).text
+            except RemoteUnavailableError as error:
+                self.errors.append(error)
+                raise  # re-raised as it is: the caller's data.cause gets the path
 
 
 def _logged_cause(records: list[logging.LogRecord], task_id: str) -> Any:
@@ -130,6 +88,7 @@ async def test_a_failure_two_hops_down_shows_its_path_to_the_first_caller(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="llamon_agent.failures")
+    clear_card_cache()
     agent_c = Failing()
     async with running_server(create_app(agent_c, _named("agent-c"))) as url_c:
         agent_b = Calling(url_c)
@@ -145,7 +104,7 @@ async def test_a_failure_two_hops_down_shows_its_path_to_the_first_caller(
     assert (data["errorCode"], data["errorReason"], data["retriable"]) == (
         "UPSTREAM_UNAVAILABLE",
         "ocr_service_down",
-        True,
+        False,
     )
     hop_b = {
         "agent": "agent-b",
@@ -161,6 +120,11 @@ async def test_a_failure_two_hops_down_shows_its_path_to_the_first_caller(
         "errorSource": "http:ocr/recognize",
     }
     assert data["cause"] == [hop_b, hop_c]
+    (seen_by_b,) = agent_b.errors  # what B's AgentClient raised for C's answer
+    (seen_by_a,) = agent_a.errors
+    assert seen_by_b.cause_hops == [hop_c]
+    assert seen_by_a.cause_hops == [hop_b, hop_c]
+    assert (seen_by_a.agent, seen_by_a.task_id) == ("agent-b", agent_b.task_ids[0])
     assert _logged_cause(caplog.records, failed.id) == [hop_b, hop_c]
     assert _logged_cause(caplog.records, agent_b.task_ids[0]) == [hop_c]
 

@@ -4,8 +4,9 @@ The same caller's ``messageId`` in the same context within the idempotency windo
 send: the agent runs once and every repeat (``message/send`` or ``message/stream``, raw
 JSON-RPC or a2a-sdk's client) answers the same task -- on every store kind, and across a
 server restart on SQLite. Another caller's same ``messageId`` is its own send and never
-sees the first task; a message continuing a task is never a repeat; past the window
-(an injected clock) the message runs again. After each, the next request is answered.
+sees the first task; a new message continuing a task runs, a retried one is a repeat;
+past the window (an injected clock) the message runs again. After each, the next request
+is answered.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from a2a.types import AgentCard, TaskState
 from llamon_agent.a2a.agent import AgentContext
 from llamon_agent.a2a.auth import AuthConfig
 from llamon_agent.a2a.card import AuthSpec, build_agent_card, skill
-from llamon_agent.a2a.sent import DEFAULT_WINDOW, SentMessages
+from llamon_agent.a2a.sent import DEFAULT_WINDOW, SentKey, SentMessages
 from llamon_agent.a2a.server import create_app
 from llamon_agent.a2a.stores import Stores, open_stores
 from llamon_agent.core.hitl import HITLInterrupt
@@ -200,6 +201,57 @@ async def test_a_repeated_stream_of_a_running_send_follows_it_to_its_end() -> No
         await _next_request_is_answered(http, served)
 
 
+async def test_simultaneous_repeats_of_one_send_run_the_agent_once(stores: Stores) -> None:
+    limits = httpx.Limits(max_connections=8)
+    async with (
+        serve(stores.task_store) as served,
+        httpx.AsyncClient(timeout=10, limits=limits) as http,
+    ):
+        message = text_message("wait")
+        replies = [
+            asyncio.create_task(post(http, served.url, _send(message, blocking=False)))
+            for _ in range(6)
+        ]
+        answers = await asyncio.wait_for(asyncio.gather(*replies), 10)
+        ids = {answer["result"]["id"] for answer in answers}
+        assert len(ids) == 1, answers
+        await asyncio.wait_for(served.started.wait(), 10)
+        served.gate.set()
+        (task_id,) = ids
+        done = await _task(http, served.url, message)
+        assert done["id"] == task_id
+        assert done["status"]["state"] == TaskState.completed.value
+        assert served.runs == ["wait"]
+        await _next_request_is_answered(http, served)
+
+
+async def test_a_repeat_waiting_for_a_send_that_stored_no_task_runs_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with serve() as served, httpx.AsyncClient(timeout=10) as http:
+        message = text_message("retried after a failed start")
+        key = SentKey(owner="", context_id="", message_id=message["messageId"])
+        mine, starting = served.sent.claim(key)  # another request is starting this send...
+        assert mine
+        waiting = asyncio.Event()
+        claim = served.sent.claim
+
+        def observed(seen: SentKey) -> tuple[bool, asyncio.Future[str | None]]:
+            taken, future = claim(seen)
+            if not taken:
+                waiting.set()
+            return taken, future
+
+        monkeypatch.setattr(served.sent, "claim", observed)
+        repeat = asyncio.create_task(_task(http, served.url, message))
+        await asyncio.wait_for(waiting.wait(), 10)
+        served.sent.release(key, starting)  # ...and fails before its task is stored
+        task = await asyncio.wait_for(repeat, 10)
+        assert task["status"]["state"] == TaskState.completed.value
+        assert served.runs == ["retried after a failed start"]
+        await _next_request_is_answered(http, served)
+
+
 async def test_another_callers_same_message_id_is_its_own_send(stores: Stores) -> None:
     async with (
         serve(stores.task_store, auth=True) as served,
@@ -221,7 +273,7 @@ async def test_another_callers_same_message_id_is_its_own_send(stores: Stores) -
         await _next_request_is_answered(bob, served)
 
 
-async def test_a_message_continuing_a_task_is_never_a_repeat(stores: Stores) -> None:
+async def test_each_new_message_continuing_a_task_runs(stores: Stores) -> None:
     async with serve(stores.task_store) as served, httpx.AsyncClient(timeout=10) as http:
         asked = await _task(http, served.url, text_message("ask"))
         assert asked["status"]["state"] == TaskState.input_required.value
@@ -229,6 +281,25 @@ async def test_a_message_continuing_a_task_is_never_a_repeat(stores: Stores) -> 
         resumed = await _task(http, served.url, answer)
         assert resumed["id"] == asked["id"]
         assert resumed["status"]["state"] == TaskState.completed.value
+        assert served.runs == ["ask", "this one"]
+        await _next_request_is_answered(http, served)
+
+
+@pytest.mark.parametrize("method", ["message/send", "message/stream"])
+async def test_a_retried_answer_to_a_question_is_a_repeat(stores: Stores, method: str) -> None:
+    async with serve(stores.task_store) as served, httpx.AsyncClient(timeout=10) as http:
+        asked = await _task(http, served.url, text_message("ask"))
+        answer = text_message("this one", taskId=asked["id"], contextId=asked["contextId"])
+        resumed = await _task(http, served.url, answer)
+        if method == "message/send":
+            again = await _task(http, served.url, answer)
+        else:
+            events = await post_stream(http, served.url, request(method, {"message": answer}))
+            (event,) = events
+            again = event["result"]
+        assert again["id"] == asked["id"]
+        assert again["status"]["state"] == TaskState.completed.value
+        assert again["artifacts"] == resumed["artifacts"]
         assert served.runs == ["ask", "this one"]
         await _next_request_is_answered(http, served)
 

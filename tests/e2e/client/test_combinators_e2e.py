@@ -1,24 +1,29 @@
-"""Two real llamon agents on 127.0.0.1, one failing with a known errorCode: best_effort
-returns one success and one typed failure carrying that errorCode, all_or_nothing raises it,
-and the failing agent answers the next request. An agent whose saga fails answers its
-caller with the failing step's errorCode."""
+"""Two real llamon agents on 127.0.0.1 called with ``AgentClient``, one failing with a
+known errorCode: best_effort returns one success and one typed failure carrying that
+errorCode, all_or_nothing raises it, and the failing agent answers the next request. An
+agent whose saga fails answers its caller with the failing step's errorCode; a saga step
+that sends its idempotency key as the ``messageId`` is seen by the server under that id,
+and repeating the run does not run the step again."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 
 import pytest
-from a2a.client import Client
-from a2a.types import TaskState
+from a2a.types import Message, Part, Role, TaskState, TextPart
 
 from llamon_agent.a2a.agent import AgentContext
 from llamon_agent.a2a.server import create_app
 from llamon_agent.client import (
+    AgentClient,
+    RemoteRateLimitedError,
     Saga,
     StepContext,
     all_or_nothing,
     best_effort,
+    clear_card_cache,
     saga_step,
 )
 from llamon_agent.core.classify import classify_exception
@@ -36,52 +41,53 @@ from tests._support.a2a_server import (
 
 
 class Echo:
-    """Answers every question."""
+    """Answers every question; keeps the ``messageId`` of each message it ran for."""
+
+    def __init__(self) -> None:
+        self.message_ids: list[str] = []
 
     async def invoke(self, ctx: AgentContext) -> str:
+        self.message_ids.append(ctx.message.message_id)
         return f"echo: {ctx.text}"
 
 
 class OutOfQuota:
-    """Fails ``fail`` with RATE_LIMITED (retry after 2 s); answers anything else."""
+    """Fails ``fail`` with RATE_LIMITED (the day's quota: not retriable, retry after 2 s
+    as a hint); answers anything else."""
 
     async def invoke(self, ctx: AgentContext) -> str:
         if ctx.text == "fail":
             raise LlamonApplicationError(
-                "RATE_LIMITED", "quota_exhausted", retriable=True, retry_after_ms=2000
+                "RATE_LIMITED", "quota_exhausted", retriable=False, retry_after_ms=2000
             )
         return f"quota ok: {ctx.text}"
 
 
-async def ask(client: Client, text: str) -> str:
-    """One agent call: its text, or the failed task's error data raised as a typed error
-    (what the client's own exceptions carry)."""
-    task = await send(client, user_message(text))
-    if task.status.state == TaskState.failed:
-        data = error_data(task)
-        raise LlamonApplicationError(
-            data["errorCode"],
-            data["errorReason"],
-            retriable=data["retriable"],
-            retry_after_ms=data.get("retryAfterMs"),
-        )
-    return "".join(texts(task))
+async def ask(client: AgentClient, text: str) -> str:
+    """One agent call: its text; a failure raises the client's typed error."""
+    return (await client.send(text)).text
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cards() -> None:
+    clear_card_cache()
 
 
 @asynccontextmanager
-async def two_agents() -> AsyncIterator[tuple[Client, Client]]:
+async def serving(*agents: object) -> AsyncIterator[list[AgentClient]]:
+    """Each agent on its own server; an ``AgentClient`` for each."""
     async with AsyncExitStack() as stack:
         clients = []
-        for agent in (Echo(), OutOfQuota()):
+        for agent in agents:
             url = await stack.enter_async_context(running_server(create_app(agent, make_card())))
-            clients.append(await stack.enter_async_context(a2a_client(url)))
-        yield clients[0], clients[1]
+            clients.append(await stack.enter_async_context(AgentClient(url)))
+        yield clients
 
 
 async def test_one_success_and_one_typed_failure_across_two_agents() -> None:
-    async with two_agents() as (echo, limited):
+    async with serving(Echo(), OutOfQuota()) as (echo, limited):
         outcomes = await best_effort([ask(echo, "hi"), ask(limited, "fail")])
-        with pytest.raises(LlamonApplicationError) as raised:
+        with pytest.raises(RemoteRateLimitedError) as raised:
             await all_or_nothing([ask(echo, "hi"), ask(limited, "fail")])
         following = await ask(limited, "again")
         together = await all_or_nothing([ask(echo, "a"), ask(limited, "b")])
@@ -90,23 +96,31 @@ async def test_one_success_and_one_typed_failure_across_two_agents() -> None:
     assert outcomes[0].value == "echo: hi"
     failure = outcomes[1]
     assert not failure.ok
+    assert isinstance(failure.error, RemoteRateLimitedError)
     assert (failure.error_code, failure.reason, failure.retriable, failure.retry_after_ms) == (
         ErrorCode.RATE_LIMITED,
         "quota_exhausted",
-        True,
+        False,
         2000,
     )
+    assert failure.error.agent == "test-agent"
+    assert failure.error.task_id is not None
     assert classify_exception(raised.value).as_tuple() == (
         ErrorCode.RATE_LIMITED,
         "quota_exhausted",
-        True,
+        False,
     )
+    assert raised.value.retry_after_ms == 2000
     assert following == "quota ok: again"
     assert together == ["echo: a", "quota ok: b"]
 
 
 class Booking:
-    """Runs a saga whose last step fails (RATE_LIMITED) and whose first undo fails too."""
+    """Runs a saga whose last step (a call to the quota agent) fails with RATE_LIMITED and
+    whose first undo fails too."""
+
+    def __init__(self, quota_url: str) -> None:
+        self.quota_url = quota_url
 
     async def invoke(self, ctx: AgentContext) -> str:
         async def reserve(step: StepContext) -> str:
@@ -116,19 +130,19 @@ class Booking:
             raise ConnectionError("seat service gone")
 
         async def pay(step: StepContext) -> str:
-            return await OutOfQuota().invoke(ctx)
+            async with AgentClient(self.quota_url) as quota:
+                return await ask(quota, ctx.text)  # its RemoteAgentError propagates
 
         results = await Saga(saga_step(reserve, release), saga_step(pay)).run()
         return str(results)
 
 
 async def test_an_agent_whose_saga_fails_answers_with_the_failing_steps_error_code() -> None:
-    async with (
-        running_server(create_app(Booking(), make_card())) as url,
-        a2a_client(url) as client,
-    ):
-        task = await send(client, user_message("fail"))
-        following = await send(client, user_message("ok"))
+    async with running_server(create_app(OutOfQuota(), make_card())) as quota_url:
+        app = create_app(Booking(quota_url), make_card())
+        async with running_server(app) as url, a2a_client(url) as client:
+            task = await send(client, user_message("fail"))
+            following = await send(client, user_message("ok"))
     assert task.status.state == TaskState.failed
     data = error_data(task)
     # the step's code and reason; not retriable: the seat could not be released
@@ -142,3 +156,34 @@ async def test_an_agent_whose_saga_fails_answers_with_the_failing_steps_error_co
     assert "retryAfterMs" not in data
     assert following.status.state == TaskState.completed
     assert texts(following) == ["['seat-1', 'quota ok: ok']"]
+
+
+def _keyed(step: StepContext, text: str) -> Message:
+    """The step's message, sent under its idempotency key."""
+    part = Part(root=TextPart(text=text))
+    return Message(role=Role.user, parts=[part], message_id=step.idempotency_key)
+
+
+async def test_a_saga_steps_idempotency_key_is_the_message_id_the_server_sees() -> None:
+    echo = Echo()
+    async with serving(echo) as (agent,):
+
+        async def book(step: StepContext) -> str | None:
+            return (await agent.send(_keyed(step, "book"))).task_id
+
+        async def confirm(step: StepContext) -> str | None:
+            return (await agent.send(_keyed(step, "confirm"))).task_id
+
+        saga = Saga(saga_step(book), saga_step(confirm))
+        run_id = str(uuid.uuid4())
+        first = await saga.run(run_id=run_id)
+        repeated = await saga.run(run_id=run_id)  # a retried run: the same keys
+        fresh = await saga.run()
+
+    names = ("book", "confirm")
+    keys = [StepContext(run_id, index, name).idempotency_key for index, name in enumerate(names)]
+    assert echo.message_ids[:2] == keys
+    assert repeated == first  # answered with the tasks the first run started
+    assert len(echo.message_ids) == 4  # the repeat ran nothing; the fresh run ran twice
+    assert not set(echo.message_ids[2:]) & set(keys)
+    assert not set(fresh) & set(first)
