@@ -6,7 +6,9 @@ one of the ``RemoteAgentError`` family (one class per errorCode, the remote erro
 parsed). ``call_with_retry`` retries a call by the kind of its failure
 (``RetryPolicy``); ``all_or_nothing``, ``best_effort`` and ``Saga`` call several agents
 at once; ``chain`` hands each agent's answer to the next (large artifacts by reference,
-through an ``ArtifactShelf``).
+through an ``ArtifactShelf``). ``AgentClient.stream`` yields typed events and survives a
+dropped connection; ``call_agent_stream`` / ``build_agent_context`` call an agent from a
+flow node.
 """
 
 from __future__ import annotations
@@ -56,15 +58,23 @@ if TYPE_CHECKING:
         remote_error_from_task,
         remote_error_from_transport,
     )
+    from llamon_agent.client.flow_helpers import (
+        AgentCallContext,
+        build_agent_context,
+        call_agent_stream,
+    )
     from llamon_agent.client.push import PushReceiver, PushReceiverFullError, push_receiver
     from llamon_agent.client.result import RemoteResult
     from llamon_agent.client.retry import RetryKind, RetryPolicy, call_with_retry
     from llamon_agent.client.shelf import ArtifactShelf, ArtifactTooLargeError, ShelfFullError
+    from llamon_agent.client.stream import ArtifactChunk, FinalEvent, StatusEvent, StreamEvent
 
 __all__ = [
     "DEFAULT_BY_REFERENCE_ABOVE",
+    "AgentCallContext",
     "AgentClient",
     "ApiKey",
+    "ArtifactChunk",
     "ArtifactShelf",
     "ArtifactTooLargeError",
     "Bearer",
@@ -75,6 +85,7 @@ __all__ = [
     "ChainStep",
     "CompensationFailure",
     "Credential",
+    "FinalEvent",
     "Outcome",
     "PushReceiver",
     "PushReceiverFullError",
@@ -96,9 +107,13 @@ __all__ = [
     "SagaFailedError",
     "SagaStep",
     "ShelfFullError",
+    "StatusEvent",
     "StepContext",
+    "StreamEvent",
     "all_or_nothing",
     "best_effort",
+    "build_agent_context",
+    "call_agent_stream",
     "call_with_retry",
     "chain",
     "clear_card_cache",
@@ -158,7 +173,14 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(
         ("PushReceiver", "PushReceiverFullError", "push_receiver"), "llamon_agent.client.push"
     ),
+    **dict.fromkeys(
+        ("AgentCallContext", "build_agent_context", "call_agent_stream"),
+        "llamon_agent.client.flow_helpers",
+    ),
     **dict.fromkeys(("RemoteResult",), "llamon_agent.client.result"),
+    **dict.fromkeys(
+        ("ArtifactChunk", "FinalEvent", "StatusEvent", "StreamEvent"), "llamon_agent.client.stream"
+    ),
     **dict.fromkeys(("RetryKind", "RetryPolicy", "call_with_retry"), "llamon_agent.client.retry"),
     **dict.fromkeys(
         ("ArtifactShelf", "ArtifactTooLargeError", "ShelfFullError"), "llamon_agent.client.shelf"

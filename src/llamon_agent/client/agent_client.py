@@ -17,7 +17,7 @@ raises ``CardMismatchError`` before anything is sent.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
@@ -46,11 +46,13 @@ from llamon_agent.client.errors import (
     remote_error_from_task,
 )
 from llamon_agent.client.result import RemoteResult
+from llamon_agent.client.retry import RetryPolicy
 from llamon_agent.core.codes import ErrorCode
 from llamon_agent.exceptions import LlamonError
 
 if TYPE_CHECKING:
     from llamon_agent.client.push import PushReceiver
+    from llamon_agent.client.stream import StreamEvent
 
 __all__ = ["AgentClient", "CardMismatchError", "part_mode"]
 
@@ -111,8 +113,9 @@ class AgentClient:
 
     ``auth`` is an ``ApiKey`` or ``Bearer`` credential, applied as the card's security
     schemes say; ``timeout`` bounds each HTTP request in seconds; ``httpx_client`` lends
-    your own pooled client (then ``aclose`` leaves it open). Use it as an async context
-    manager, or call ``aclose()``.
+    your own pooled client (then ``aclose`` leaves it open); ``retry`` is the
+    ``RetryPolicy`` of its calls (default ``RetryPolicy()``; ``stream`` follows it when a
+    connection drops). Use it as an async context manager, or call ``aclose()``.
     """
 
     def __init__(
@@ -123,6 +126,7 @@ class AgentClient:
         timeout: float = 30.0,
         httpx_client: httpx.AsyncClient | None = None,
         card_ttl: float = DEFAULT_CARD_TTL,
+        retry: RetryPolicy | None = None,
     ) -> None:
         if isinstance(url_or_card, AgentCard):
             self._card: AgentCard | None = url_or_card
@@ -132,6 +136,7 @@ class AgentClient:
             self._url = url_or_card
         self.auth = auth
         self.timeout = timeout
+        self.retry = retry or RetryPolicy()
         self._card_ttl = card_ttl
         self._owns_http = httpx_client is None
         self._http = httpx_client or httpx.AsyncClient(timeout=timeout)
@@ -219,6 +224,30 @@ class AgentClient:
         if isinstance(answer, Message):
             return RemoteResult.from_message(answer)
         return self._result(card, answer)
+
+    def stream(
+        self,
+        message_or_text: Message | str | Sequence[Part],
+        *,
+        skill: str | None = None,
+        context_id: str | None = None,
+        task_id: str | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> AsyncGenerator[StreamEvent]:
+        """Send a message and follow the answer as it comes (``message/stream``).
+
+        Yields ``StatusEvent``, ``ArtifactChunk`` (each part once) and, last, a
+        ``FinalEvent`` with the ``RemoteResult`` (completed, or ``needs_input``). A failed
+        or rejected task raises the ``RemoteAgentError`` family after the chunks before
+        it. A dropped connection is recovered (``tasks/resubscribe``, ``tasks/get``) under
+        ``retry`` (default: the client's policy); see ``llamon_agent.client.stream`` for
+        what is guaranteed. A card without ``capabilities.streaming``, or a message that
+        does not fit it, raises ``CardMismatchError`` and sends nothing.
+        """
+        from llamon_agent.client.stream import stream_events
+
+        message = _message(message_or_text, context_id=context_id, task_id=task_id)
+        return stream_events(self, message, skill=skill, policy=retry or self.retry)
 
     async def resume(
         self, result: RemoteResult, answer: Message | str | Sequence[Part]

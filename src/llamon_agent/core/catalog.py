@@ -305,6 +305,14 @@ _ENTRIES: Final[tuple[tuple[str, Stage, ErrorCode, bool, str, str], ...]] = (
         "a call did not fit the called agent's card (input modes, skill); nothing was sent",
     ),
     (
+        "remote_stream_lost",
+        _S.A2A_CALL,
+        _E.UPSTREAM_UNAVAILABLE,
+        True,
+        "read_the_task_later_by_its_id",
+        "a called A2A agent's stream was cut and its task could not be followed again",
+    ),
+    (
         "rate_limited",
         _S.EXECUTE,
         _E.RATE_LIMITED,
