@@ -464,8 +464,7 @@ class LlamonRequestHandler(DefaultRequestHandler):
         yield task
         if task.status.state in TERMINAL_STATES:
             return
-        claim = self._claims.running(task.id)
-        if claim is not None:
+        if self._claims.running(task.id) is not None:
             with contextlib.suppress(ServerError):  # the run ended before it was followed
                 async for event in super().on_resubscribe_to_task(
                     TaskIdParams(id=task.id), context
@@ -474,13 +473,28 @@ class LlamonRequestHandler(DefaultRequestHandler):
                     yield event
                     if isinstance(event, TaskStatusUpdateEvent) and event.final:
                         return
+        end = await self._stored_end(task.id, context, task.status)
+        if end is not None:
+            yield end
+
+    async def _stored_end(
+        self, task_id: str, context: ServerCallContext | None, seen: TaskStatus | None
+    ) -> TaskStatusUpdateEvent | None:
+        """The final status-update of ``task_id`` as stored once its run (if any) has let
+        go, for a stream that followed it without reading its end; ``None`` when the
+        stored status is ``seen`` (nothing new), not an end, or the task is gone."""
+        claim = self._claims.running(task_id)
+        if claim is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(claim.done.wait(), RUN_END_WAIT)
-        stored = await self.task_store.get(task.id, context)
-        if stored is not None and stored.status != task.status:
-            yield TaskStatusUpdateEvent(
-                task_id=stored.id, context_id=stored.context_id, status=stored.status, final=True
-            )
+        stored = await self.task_store.get(task_id, context)
+        if stored is None or stored.status == seen:
+            return None
+        if stored.status.state not in TERMINAL_STATES | PAUSED_STATES:
+            return None  # still running elsewhere (another process): nothing ended here
+        return TaskStatusUpdateEvent(
+            task_id=stored.id, context_id=stored.context_id, status=stored.status, final=True
+        )
 
     async def on_message_send(
         self, params: MessageSendParams, context: ServerCallContext | None = None
@@ -629,8 +643,17 @@ class LlamonRequestHandler(DefaultRequestHandler):
     ) -> AsyncGenerator[Event]:
         """tasks/resubscribe."""
         with as_protocol_errors():
-            async for event in super().on_resubscribe_to_task(params, context):
-                yield _stream_event(event)
+            last: TaskStatus | None = None
+            async for item in super().on_resubscribe_to_task(params, context):
+                event = _stream_event(item)
+                yield event
+                if isinstance(event, TaskStatusUpdateEvent):
+                    if event.final:
+                        return
+                    last = event.status
+            end = await self._stored_end(params.id, context, last)
+            if end is not None:  # the run ended as the stream attached: its stored end
+                yield end
 
     async def on_set_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext | None = None

@@ -1,7 +1,7 @@
 """Event queues for llamon's request handler: one per task, isolated and never blocking.
 
 ``LlamonQueueManager`` (the default of ``LlamonRequestHandler``) is a2a-sdk's
-``InMemoryQueueManager`` with four repairs:
+``InMemoryQueueManager`` with five repairs:
 
 * **Closing never holds up other tasks.** a2a-sdk's ``close`` awaits a graceful
   ``EventQueue.close()`` -- which waits until every event put on the queue has been read --
@@ -27,6 +27,10 @@
   that had not read the final status-update yet never received it. A tapped queue closed
   by its parent keeps what it holds until its own reader has read it, and never makes the
   task wait for that reader.
+* **A resubscriber never waits on a closed queue.** A ``tasks/resubscribe`` that taps a
+  run's queue after it closed (the run just ended) gets a closed tap, so its stream ends
+  at once instead of receiving keep-alives forever; the request handler then answers the
+  task's stored end.
 """
 
 from __future__ import annotations
@@ -44,8 +48,13 @@ class _TaskQueue(EventQueue):
     """A task's queue whose taps receive their own copy of each event."""
 
     def tap(self) -> EventQueue:
-        """A child queue that receives a deep copy of every later event."""
+        """A child queue that receives a deep copy of every later event; closed at once
+        when this queue is closed already (no event will come, and a closing parent may
+        have closed its children before this one joined them)."""
         child = _TappedQueue()
+        if self._is_closed:
+            child._is_closed = True
+            return child
         # a2a-sdk's EventQueue.tap appends to this list too; enqueue_event walks it.
         self._children.append(child)
         return child

@@ -1,0 +1,43 @@
+"""The task event queues: a resubscriber that taps a run's queue after it closed."""
+
+from __future__ import annotations
+
+import asyncio
+
+from a2a.server.events import EventConsumer
+from a2a.types import TaskState, TaskStatus, TaskStatusUpdateEvent
+
+from llamon_agent.a2a.queues import LlamonQueueManager
+
+
+def _status(state: TaskState, *, final: bool) -> TaskStatusUpdateEvent:
+    return TaskStatusUpdateEvent(
+        task_id="t-1", context_id="c-1", status=TaskStatus(state=state), final=final
+    )
+
+
+async def _read_all(queue_events: EventConsumer) -> list[object]:
+    return [event async for event in queue_events.consume_all()]
+
+
+async def test_a_tap_of_a_closed_queue_is_closed_and_its_reader_ends() -> None:
+    manager = LlamonQueueManager()
+    queue = await manager.create("t-1")
+    await queue.close()  # the run's reader read its end; the queue is not released yet
+    tapped = await manager.tap("t-1")
+    assert tapped is not None
+    assert tapped.is_closed()
+    assert await asyncio.wait_for(_read_all(EventConsumer(tapped)), 5) == []
+
+
+async def test_a_tap_of_an_open_queue_receives_its_own_copy_of_later_events() -> None:
+    manager = LlamonQueueManager()
+    queue = await manager.create("t-1")
+    tapped = await manager.tap("t-1")
+    assert tapped is not None
+    assert not tapped.is_closed()
+    event = _status(TaskState.completed, final=True)
+    await queue.enqueue_event(event)
+    read = await asyncio.wait_for(_read_all(EventConsumer(tapped)), 5)
+    assert read == [event]
+    assert read[0] is not event
