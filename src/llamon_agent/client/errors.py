@@ -353,9 +353,9 @@ def remote_error_from_jsonrpc(
 
 
 def _classified(exc: BaseException, *, agent: str | None, **fields: Any) -> RemoteAgentError:
-    from llamon_agent.core.classify import classify_exception
+    from llamon_agent.core.classify import classify_received
 
-    found = classify_exception(exc)
+    found = classify_received(exc)  # what the called agent said, not our answer one hop up
     if fields.get("http_status") is None and found.http_status is not None:
         fields["http_status"] = found.http_status
     wire = []

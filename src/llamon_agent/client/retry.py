@@ -51,7 +51,7 @@ from typing import Final, TypeVar
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
-from llamon_agent.core.classify import Classification, classify_exception, mark_retried
+from llamon_agent.core.classify import Classification, classify_received, mark_retried
 from llamon_agent.core.codes import ErrorCode
 
 __all__ = [
@@ -210,7 +210,7 @@ async def call_with_retry(
     def should_retry(exc: BaseException) -> bool:
         if not isinstance(exc, Exception):
             return False
-        found = classify_exception(exc)
+        found = classify_received(exc)
         kind = policy.kind_of(found, idempotent=idempotent)
         left = remaining()
         if kind is RetryKind.NEVER or len(run.codes) >= policy.max_attempts:
@@ -258,7 +258,7 @@ async def call_with_retry(
             try:
                 return await call()
             except Exception as exc:
-                run.codes.append(classify_exception(exc).code)
+                run.codes.append(classify_received(exc).code)
                 mark_retried(exc, len(run.codes) - 1, attempt_codes=run.codes)
                 raise
     raise AssertionError("unreachable: tenacity re-raises the last failure")  # pragma: no cover
