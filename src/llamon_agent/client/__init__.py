@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING
 from llamon_agent._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from llamon_agent.client.agent_client import AgentClient, CardMismatchError
+    from llamon_agent.client.agent_client import (
+        IDEMPOTENT_SEND_EXTENSION,
+        AgentClient,
+        CardMismatchError,
+        RemoteTaskNotCancelableError,
+    )
     from llamon_agent.client.auth import ApiKey, Bearer, Credential
     from llamon_agent.client.card import clear_card_cache
     from llamon_agent.client.combinators import (
@@ -49,9 +54,10 @@ if TYPE_CHECKING:
         remote_error_from_transport,
     )
     from llamon_agent.client.result import RemoteResult
-    from llamon_agent.client.retry import RetryKind, RetryPolicy, call_with_retry
+    from llamon_agent.client.retry import RetryClock, RetryKind, RetryPolicy, call_with_retry
 
 __all__ = [
+    "IDEMPOTENT_SEND_EXTENSION",
     "AgentClient",
     "ApiKey",
     "Bearer",
@@ -70,8 +76,10 @@ __all__ = [
     "RemoteProtocolErrorData",
     "RemoteRateLimitedError",
     "RemoteResult",
+    "RemoteTaskNotCancelableError",
     "RemoteTimeoutError",
     "RemoteUnavailableError",
+    "RetryClock",
     "RetryKind",
     "RetryPolicy",
     "Saga",
@@ -91,7 +99,15 @@ __all__ = [
 ]
 
 _HOMES: dict[str, str] = {
-    **dict.fromkeys(("AgentClient", "CardMismatchError"), "llamon_agent.client.agent_client"),
+    **dict.fromkeys(
+        (
+            "IDEMPOTENT_SEND_EXTENSION",
+            "AgentClient",
+            "CardMismatchError",
+            "RemoteTaskNotCancelableError",
+        ),
+        "llamon_agent.client.agent_client",
+    ),
     **dict.fromkeys(("ApiKey", "Bearer", "Credential"), "llamon_agent.client.auth"),
     **dict.fromkeys(("clear_card_cache",), "llamon_agent.client.card"),
     **dict.fromkeys(
@@ -131,7 +147,9 @@ _HOMES: dict[str, str] = {
         "llamon_agent.client.errors",
     ),
     **dict.fromkeys(("RemoteResult",), "llamon_agent.client.result"),
-    **dict.fromkeys(("RetryKind", "RetryPolicy", "call_with_retry"), "llamon_agent.client.retry"),
+    **dict.fromkeys(
+        ("RetryClock", "RetryKind", "RetryPolicy", "call_with_retry"), "llamon_agent.client.retry"
+    ),
 }
 """Where each public name lives; it is loaded from there on first use."""
 

@@ -56,6 +56,8 @@ from llamon_agent.core.codes import ErrorCode
 
 __all__ = [
     "DEFAULT_KINDS",
+    "SYSTEM_CLOCK",
+    "RetryClock",
     "RetryKind",
     "RetryPolicy",
     "call_with_retry",
@@ -168,6 +170,25 @@ class RetryPolicy:
         return min(ceiling, max(0.0, rng() * ceiling))
 
 
+@dataclass(frozen=True, slots=True)
+class RetryClock:
+    """Where retries and polls take their time from: ``sleep`` (waits), ``monotonic`` (the
+    deadline's clock) and ``random`` (the jitter, in [0, 1)).
+
+    The default, ``SYSTEM_CLOCK``, is ``asyncio.sleep``, ``time.monotonic`` and
+    ``random.random``. Give ``AgentClient(..., clock=RetryClock(...))`` another one to
+    record a schedule without waiting (tests), or to share one clock between clients.
+    """
+
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    monotonic: Callable[[], float] = time.monotonic
+    random: Callable[[], float] = random.random
+
+
+SYSTEM_CLOCK: Final = RetryClock()
+"""The real clock: ``asyncio.sleep``, ``time.monotonic``, ``random.random``."""
+
+
 @dataclass(slots=True)
 class _Run:
     """What one call's retrying decided so far."""
@@ -177,6 +198,7 @@ class _Run:
     refreshed: bool = False
     refresh_next: bool = False
     why: str = ""
+    last: Exception | None = None
 
 
 async def call_with_retry(
@@ -197,7 +219,8 @@ async def call_with_retry(
     an exception that is no ``Exception`` (cancellation) is raised at once, unmarked.
     ``idempotent`` says whether a timed-out attempt may be sent again; ``refresh`` is
     awaited once after an ``AUTH_REQUIRED`` failure (without it, that failure is final;
-    if it raises, its exception ends the call). ``sleep``, ``clock`` and ``rng`` replace
+    if it returns False -- an API key cannot be refreshed -- that failure is raised as it
+    is; if it raises, its exception ends the call). ``sleep``, ``clock`` and ``rng`` replace
     ``asyncio.sleep``, ``time.monotonic`` and ``random.random`` (tests). ``operation``
     names the call in log lines (``"message/send"``).
     """
@@ -253,12 +276,14 @@ async def call_with_retry(
     async for attempt in retrying:
         if run.refresh_next and refresh is not None:
             run.refresh_next, run.refreshed = False, True
-            await refresh()
+            if await refresh() is False and run.last is not None:
+                raise run.last  # nothing new to send: the failure that asked for it stands
         with attempt:
             try:
                 return await call()
             except Exception as exc:
                 run.codes.append(classify_received(exc).code)
                 mark_retried(exc, len(run.codes) - 1, attempt_codes=run.codes)
+                run.last = exc
                 raise
     raise AssertionError("unreachable: tenacity re-raises the last failure")  # pragma: no cover
