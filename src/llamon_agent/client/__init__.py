@@ -16,7 +16,6 @@ from llamon_agent._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from llamon_agent.client.agent_client import (
-        IDEMPOTENT_SEND_EXTENSION,
         AgentClient,
         CardMismatchError,
         RemoteTaskNotCancelableError,
@@ -53,6 +52,7 @@ if TYPE_CHECKING:
         remote_error_from_task,
         remote_error_from_transport,
     )
+    from llamon_agent.client.extensions import IDEMPOTENT_SEND_EXTENSION
     from llamon_agent.client.result import RemoteResult
     from llamon_agent.client.retry import RetryClock, RetryKind, RetryPolicy, call_with_retry
 
@@ -99,9 +99,9 @@ __all__ = [
 ]
 
 _HOMES: dict[str, str] = {
+    **dict.fromkeys(("IDEMPOTENT_SEND_EXTENSION",), "llamon_agent.client.extensions"),
     **dict.fromkeys(
         (
-            "IDEMPOTENT_SEND_EXTENSION",
             "AgentClient",
             "CardMismatchError",
             "RemoteTaskNotCancelableError",

@@ -53,6 +53,7 @@ from llamon_agent.client.errors import (
     remote_error_from_exception,
     remote_error_from_task,
 )
+from llamon_agent.client.extensions import IDEMPOTENT_SEND_EXTENSION
 from llamon_agent.client.result import RemoteResult
 from llamon_agent.client.retry import SYSTEM_CLOCK, RetryClock, RetryPolicy, call_with_retry
 from llamon_agent.core.classify import classify_received
@@ -63,7 +64,6 @@ __all__ = [
     "CANCEL_TIMEOUT",
     "DEFAULT_RETRY",
     "DEFAULT_WAIT_DEADLINE",
-    "IDEMPOTENT_SEND_EXTENSION",
     "AgentClient",
     "CardMismatchError",
     "RemoteTaskNotCancelableError",
@@ -93,10 +93,6 @@ DEFAULT_WAIT_DEADLINE: Final = 300.0
 """Seconds ``wait`` polls before it gives up (``UPSTREAM_TIMEOUT``)."""
 CANCEL_TIMEOUT: Final = 5.0
 """Seconds a best-effort ``tasks/cancel`` after a cancelled caller may take."""
-IDEMPOTENT_SEND_EXTENSION: Final = "urn:llamon-agent:a2a:idempotent-send:v1"
-"""The card extension (``capabilities.extensions[].uri``) of an agent that answers a
-repeated ``messageId`` with the task it started (llamon servers declare it). Only to such
-an agent does the client re-send a message to learn the id of a task to cancel."""
 
 
 class RemoteTaskNotCancelableError(RemoteInvalidInputError):
