@@ -181,8 +181,8 @@ class FailureRecord:
         (scrubbed); the mapping table supplies ``error_code`` and ``retryable`` where the
         envelope has none, and overrides the envelope's reason when a generic wrapper
         yielded to its cause or a called agent's failure is read one hop up. An unmapped
-        exception without an envelope gets the generic
-        message with an incident id (its text stays in the server log). Evidence keeps
+        exception without an envelope gets the generic message with an incident id (its
+        text stays in the server log). Evidence keeps
         the exception type (and the deciding cause's), ``http_status``,
         ``retry_after_ms``, ``retried``, ``attempt_codes`` (each attempt's error code, in
         order) and, for an exception from a called agent, its ``cause`` chain (the hops
