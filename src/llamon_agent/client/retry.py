@@ -1,7 +1,8 @@
 """Retry by failure kind: a policy value and the runner that applies it to one call.
 
-Each failure is read through the one classification table (``core.classify``): its
-``code``, ``retriable``, ``retry_after_ms`` and ``http_status`` decide, never the
+Each failure is read through the one classification table as received
+(``core.classify.classify_received``: a called agent's own code, not the answer one hop
+up): its ``code``, ``retriable``, ``retry_after_ms`` and ``http_status`` decide, never the
 exception's type. The policy's ``kinds`` table maps a code to what is done:
 
 =========================  =================  ============================================
@@ -14,6 +15,7 @@ or reset)
                                               (capped by the remaining deadline); backoff
                                               when the failure names no wait
 ``AUTH_REQUIRED`` (401)    ``REFRESH``        awaits ``refresh()`` once, tries once more
+                                              (stops at once when it returns False)
 ``AUTH_REQUIRED`` (403)    --                 no retry (``no_retry_statuses``)
 ``UPSTREAM_TIMEOUT``       ``IF_IDEMPOTENT``  backoff, only when the call is idempotent
 ``INTERNAL_ERROR``         ``BACKOFF``        only when the failure says ``retriable``
