@@ -260,6 +260,24 @@ async def test_401_without_a_refresh_callback_is_final() -> None:
     assert (script.calls, time.waits) == (1, [])
 
 
+async def test_a_refresh_that_has_nothing_new_ends_the_call_with_the_401() -> None:
+    time = FakeTime()
+    script = Script(status_error(401), "never")
+    refreshed: list[bool] = []
+
+    async def api_key_refresh() -> bool:  # ApiKey.refresh: there is no new key
+        refreshed.append(False)
+        return False
+
+    with pytest.raises(httpx.HTTPStatusError) as info:
+        await call_with_retry(
+            script, policy=RetryPolicy(), idempotent=True, refresh=api_key_refresh, sleep=time.sleep
+        )
+    assert (script.calls, refreshed) == (1, [False])
+    found = classify_exception(info.value)
+    assert (found.retried, found.attempt_codes) == (0, (ErrorCode.AUTH_REQUIRED,))
+
+
 async def test_a_refresh_that_fails_ends_the_call_with_its_own_error() -> None:
     time = FakeTime()
     script = Script(status_error(401), "never")

@@ -35,16 +35,10 @@ from tests._support.a2a_server import make_card
 
 
 def follower() -> _Follower:
-    async def no_sleep(_: float) -> None:
-        return None
-
     return _Follower(
         client=cast(Any, None),  # never used: these tests go through no wire
         card=make_card(),
         policy=RetryPolicy(),
-        sleep=no_sleep,
-        clock=lambda: 0.0,
-        rng=lambda: 0.0,
     )
 
 

@@ -19,7 +19,7 @@ from a2a.client.errors import (
 from a2a.types import InternalError, InvalidParamsError, JSONRPCErrorResponse, TaskNotFoundError
 from langgraph.errors import GraphRecursionError
 
-from llamon_agent.core.classify import classify_exception, mark_retried
+from llamon_agent.core.classify import classify_exception, classify_received, mark_retried
 from llamon_agent.core.codes import ErrorCode
 from llamon_agent.core.errors import error_data_for_exception
 from llamon_agent.core.failures import FailureRecord
@@ -164,11 +164,12 @@ def test_a_cause_chain_that_loops_ends() -> None:
     [
         (503, E.UPSTREAM_UNAVAILABLE, "http_5xx", True),
         (429, E.RATE_LIMITED, "rate_limited", True),
-        (401, E.AUTH_REQUIRED, "auth_failed", False),
+        (401, E.UPSTREAM_UNAVAILABLE, "a2a_upstream_auth_failed", False),
         (404, E.NOT_FOUND, "http_not_found", False),
         (400, E.UPSTREAM_UNAVAILABLE, "http_4xx", False),
     ],
 )
+@pytest.mark.reason("a2a_upstream_auth_failed")
 def test_a2a_client_http_errors_by_status(
     status: int, code: ErrorCode, reason: str, retriable: bool
 ) -> None:
@@ -179,6 +180,12 @@ def test_a2a_client_http_errors_by_status(
         retriable,
         status,
     )
+
+
+def test_a2a_client_401_as_received_is_auth_required_for_the_retrier() -> None:
+    found = classify_received(A2AClientHTTPError(401, "refused"))
+    assert (found.code, found.reason, found.http_status) == (E.AUTH_REQUIRED, "auth_failed", 401)
+    assert found.hop_from is None
 
 
 def test_a2a_client_http_429_takes_retry_after_from_the_response() -> None:

@@ -425,6 +425,8 @@ class LlamonRequestHandler(DefaultRequestHandler):
         A repeat of a send that is still starting waits for its task to be stored."""
         if key is None:
             return await self._continued_already(message, context), None
+        if self.sent.window <= 0:
+            return None, None  # repeats are not looked for
         task_id = await self.sent.earlier(key)
         for _ in range(_CLAIM_TRIES):
             if task_id is not None:

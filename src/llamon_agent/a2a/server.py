@@ -26,6 +26,7 @@ from a2a.types import (
     A2AError,
     A2ARequest,
     AgentCard,
+    AgentExtension,
     DeleteTaskPushNotificationConfigRequest,
     DeleteTaskPushNotificationConfigResponse,
     GetAuthenticatedExtendedCardRequest,
@@ -75,6 +76,7 @@ from llamon_agent.a2a.push import BackgroundPushSender, PolicyCheckedConfigStore
 from llamon_agent.a2a.push_policy import PushPolicy
 from llamon_agent.a2a.sent import DEFAULT_WINDOW
 from llamon_agent.a2a.stores import memory_stores
+from llamon_agent.client.extensions import IDEMPOTENT_SEND_EXTENSION
 from llamon_agent.core.logs import install_log_scrubbing
 from llamon_agent.core.settings import idempotency_window_setting, push_allow_setting
 
@@ -362,6 +364,27 @@ def freeze_startup_heap() -> None:
         gc.freeze()
 
 
+def _declaring_idempotent_sends(card: AgentCard, window: float) -> AgentCard:
+    """The served card: with the idempotent-send extension (``IDEMPOTENT_SEND_EXTENSION``,
+    ``params.windowSeconds``) when repeats are answered (a window above 0), so a client
+    knows it may send a message again to learn its task (and cancel it)."""
+    extensions = [
+        ext for ext in card.capabilities.extensions or [] if ext.uri != IDEMPOTENT_SEND_EXTENSION
+    ]
+    if window > 0:
+        extensions.append(
+            AgentExtension(
+                uri=IDEMPOTENT_SEND_EXTENSION,
+                description=(
+                    "a repeated messageId is answered with the task it started or continued"
+                ),
+                params={"windowSeconds": window},
+            )
+        )
+    capabilities = card.capabilities.model_copy(update={"extensions": extensions or None})
+    return card.model_copy(update={"capabilities": capabilities})
+
+
 def create_app(
     agent: object,
     card: AgentCard,
@@ -425,12 +448,14 @@ def create_app(
         push_sender = BackgroundPushSender(push_store, policy)
     if idempotency_window is None:
         idempotency_window = idempotency_window_setting()
+    window = DEFAULT_WINDOW if idempotency_window is None else idempotency_window
+    card = _declaring_idempotent_sends(card, window)
     handler = LlamonRequestHandler(
         executor,
         task_store=tasks,
         push_config_store=push_store,
         push_sender=push_sender,
-        idempotency_window=DEFAULT_WINDOW if idempotency_window is None else idempotency_window,
+        idempotency_window=window,
     )
 
     @asynccontextmanager

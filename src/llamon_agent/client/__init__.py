@@ -18,7 +18,11 @@ from typing import TYPE_CHECKING
 from llamon_agent._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from llamon_agent.client.agent_client import AgentClient, CardMismatchError
+    from llamon_agent.client.agent_client import (
+        AgentClient,
+        CardMismatchError,
+        RemoteTaskNotCancelableError,
+    )
     from llamon_agent.client.auth import ApiKey, Bearer, Credential
     from llamon_agent.client.card import clear_card_cache
     from llamon_agent.client.chaining import (
@@ -58,6 +62,7 @@ if TYPE_CHECKING:
         remote_error_from_task,
         remote_error_from_transport,
     )
+    from llamon_agent.client.extensions import IDEMPOTENT_SEND_EXTENSION
     from llamon_agent.client.flow_helpers import (
         AgentCallContext,
         build_agent_context,
@@ -65,12 +70,13 @@ if TYPE_CHECKING:
     )
     from llamon_agent.client.push import PushReceiver, PushReceiverFullError, push_receiver
     from llamon_agent.client.result import RemoteResult
-    from llamon_agent.client.retry import RetryKind, RetryPolicy, call_with_retry
+    from llamon_agent.client.retry import RetryClock, RetryKind, RetryPolicy, call_with_retry
     from llamon_agent.client.shelf import ArtifactShelf, ArtifactTooLargeError, ShelfFullError
     from llamon_agent.client.stream import ArtifactChunk, FinalEvent, StatusEvent, StreamEvent
 
 __all__ = [
     "DEFAULT_BY_REFERENCE_ABOVE",
+    "IDEMPOTENT_SEND_EXTENSION",
     "AgentCallContext",
     "AgentClient",
     "ApiKey",
@@ -99,8 +105,10 @@ __all__ = [
     "RemoteProtocolErrorData",
     "RemoteRateLimitedError",
     "RemoteResult",
+    "RemoteTaskNotCancelableError",
     "RemoteTimeoutError",
     "RemoteUnavailableError",
+    "RetryClock",
     "RetryKind",
     "RetryPolicy",
     "Saga",
@@ -127,7 +135,15 @@ __all__ = [
 ]
 
 _HOMES: dict[str, str] = {
-    **dict.fromkeys(("AgentClient", "CardMismatchError"), "llamon_agent.client.agent_client"),
+    **dict.fromkeys(("IDEMPOTENT_SEND_EXTENSION",), "llamon_agent.client.extensions"),
+    **dict.fromkeys(
+        (
+            "AgentClient",
+            "CardMismatchError",
+            "RemoteTaskNotCancelableError",
+        ),
+        "llamon_agent.client.agent_client",
+    ),
     **dict.fromkeys(("ApiKey", "Bearer", "Credential"), "llamon_agent.client.auth"),
     **dict.fromkeys(("clear_card_cache",), "llamon_agent.client.card"),
     **dict.fromkeys(
@@ -181,7 +197,9 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(
         ("ArtifactChunk", "FinalEvent", "StatusEvent", "StreamEvent"), "llamon_agent.client.stream"
     ),
-    **dict.fromkeys(("RetryKind", "RetryPolicy", "call_with_retry"), "llamon_agent.client.retry"),
+    **dict.fromkeys(
+        ("RetryClock", "RetryKind", "RetryPolicy", "call_with_retry"), "llamon_agent.client.retry"
+    ),
     **dict.fromkeys(
         ("ArtifactShelf", "ArtifactTooLargeError", "ShelfFullError"), "llamon_agent.client.shelf"
     ),

@@ -11,15 +11,20 @@ Built on a2a-sdk's JSON-RPC transport over one pooled ``httpx.AsyncClient`` per
 
 Every failure raises the ``RemoteAgentError`` family (see ``llamon_agent.client.errors``);
 a call that does not fit the card (a part the skill does not accept, an unknown skill)
-raises ``CardMismatchError`` before anything is sent.
+raises ``CardMismatchError`` before anything is sent. Each call is retried by the kind of
+its failure under the client's ``RetryPolicy`` (or the one given to the call), and a
+caller's task cancelled during ``send`` / ``resume`` / ``wait`` cancels the remote task,
+best-effort (see docs/client-retry.md).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import uuid
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
 
 import httpx
 from a2a.client.middleware import ClientCallContext
@@ -33,6 +38,7 @@ from a2a.types import (
     Part,
     Role,
     Task,
+    TaskIdParams,
     TaskQueryParams,
     TaskState,
     TextPart,
@@ -42,11 +48,15 @@ from llamon_agent.client.auth import Credential
 from llamon_agent.client.card import DEFAULT_CARD_TTL, fetch_card
 from llamon_agent.client.errors import (
     RemoteAgentError,
+    RemoteInvalidInputError,
+    RemoteTimeoutError,
     remote_error_from_exception,
     remote_error_from_task,
 )
+from llamon_agent.client.extensions import IDEMPOTENT_SEND_EXTENSION
 from llamon_agent.client.result import RemoteResult
-from llamon_agent.client.retry import RetryPolicy
+from llamon_agent.client.retry import SYSTEM_CLOCK, RetryClock, RetryPolicy, call_with_retry
+from llamon_agent.core.classify import classify_received
 from llamon_agent.core.codes import ErrorCode
 from llamon_agent.exceptions import LlamonError
 
@@ -54,9 +64,44 @@ if TYPE_CHECKING:
     from llamon_agent.client.push import PushReceiver
     from llamon_agent.client.stream import StreamEvent
 
-__all__ = ["AgentClient", "CardMismatchError", "part_mode"]
+__all__ = [
+    "CANCEL_TIMEOUT",
+    "DEFAULT_RETRY",
+    "DEFAULT_WAIT_DEADLINE",
+    "AgentClient",
+    "CardMismatchError",
+    "RemoteTaskNotCancelableError",
+    "part_mode",
+]
+
+logger = logging.getLogger("llamon_agent.client")
+
+T = TypeVar("T")
 
 _FAILED = frozenset({TaskState.failed, TaskState.rejected})
+_DONE = frozenset(
+    {
+        TaskState.completed,
+        TaskState.canceled,
+        TaskState.failed,
+        TaskState.rejected,
+        TaskState.input_required,
+        TaskState.auth_required,
+    }
+)
+"""States ``wait`` stops at: terminal, or paused for the caller."""
+
+DEFAULT_RETRY: Final = RetryPolicy()
+"""The policy of a client given none (``RetryPolicy()``: 4 attempts within 30 s)."""
+DEFAULT_WAIT_DEADLINE: Final = 300.0
+"""Seconds ``wait`` polls before it gives up (``UPSTREAM_TIMEOUT``)."""
+CANCEL_TIMEOUT: Final = 5.0
+"""Seconds a best-effort ``tasks/cancel`` after a cancelled caller may take."""
+
+
+class RemoteTaskNotCancelableError(RemoteInvalidInputError):
+    """``INVALID_INPUT`` ``remote_task_not_cancelable``: ``cancel`` was refused because the
+    task had already ended (A2A ``TaskNotCancelableError``, JSON-RPC -32002)."""
 
 
 class CardMismatchError(LlamonError, ValueError, code=ErrorCode.INVALID_INPUT):
@@ -113,9 +158,12 @@ class AgentClient:
 
     ``auth`` is an ``ApiKey`` or ``Bearer`` credential, applied as the card's security
     schemes say; ``timeout`` bounds each HTTP request in seconds; ``httpx_client`` lends
-    your own pooled client (then ``aclose`` leaves it open); ``retry`` is the
-    ``RetryPolicy`` of its calls (default ``RetryPolicy()``; ``stream`` follows it when a
-    connection drops). Use it as an async context manager, or call ``aclose()``.
+    your own pooled client (then ``aclose`` leaves it open). ``retry`` is the
+    ``RetryPolicy`` of every call (``client.retry``; each call method takes ``retry=`` to
+    use another for that call; ``stream`` follows it when a connection drops); ``clock``
+    is where retries and polls take their time (``RetryClock``: sleep, monotonic clock,
+    jitter), the real one unless you record a schedule. Use it as an async context
+    manager, or call ``aclose()``.
     """
 
     def __init__(
@@ -126,7 +174,8 @@ class AgentClient:
         timeout: float = 30.0,
         httpx_client: httpx.AsyncClient | None = None,
         card_ttl: float = DEFAULT_CARD_TTL,
-        retry: RetryPolicy | None = None,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        clock: RetryClock = SYSTEM_CLOCK,
     ) -> None:
         if isinstance(url_or_card, AgentCard):
             self._card: AgentCard | None = url_or_card
@@ -136,7 +185,8 @@ class AgentClient:
             self._url = url_or_card
         self.auth = auth
         self.timeout = timeout
-        self.retry = retry or RetryPolicy()
+        self.retry = retry
+        self.clock = clock
         self._card_ttl = card_ttl
         self._owns_http = httpx_client is None
         self._http = httpx_client or httpx.AsyncClient(timeout=timeout)
@@ -196,6 +246,8 @@ class AgentClient:
                 f"{where}: {', '.join(modes) or 'none'}"
             )
 
+    # -- calls ----------------------------------------------------------------------------
+
     async def send(
         self,
         message_or_text: Message | str | Sequence[Part],
@@ -203,24 +255,47 @@ class AgentClient:
         skill: str | None = None,
         context_id: str | None = None,
         task_id: str | None = None,
+        retry: RetryPolicy | None = None,
+        blocking: bool = True,
     ) -> RemoteResult:
         """Send a message and wait for the answer (``message/send``, blocking).
 
         Returns the ``RemoteResult`` of a completed task, a paused one (``needs_input``),
-        or a plain message reply. A failed or rejected task, a JSON-RPC error, an HTTP
-        error or no answer at all raises the ``RemoteAgentError`` family; a message that
-        does not fit the card raises ``CardMismatchError`` and sends nothing.
+        or a plain message reply; with ``blocking=False``, the task as the agent accepted
+        it (``submitted`` / ``working``: follow it with ``wait``). A failed or rejected
+        task, a JSON-RPC error, an HTTP error or no answer at all raises the
+        ``RemoteAgentError`` family; a message that does not fit the card raises
+        ``CardMismatchError`` and sends nothing.
+
+        Retried under ``retry`` (else ``self.retry``) by the kind of failure. The message
+        is built once: every attempt sends the same ``messageId``, so a timed-out new
+        message is sent again (a llamon agent answers a repeat with the task it started,
+        without running twice). A message that continues a task (``task_id``) is sent
+        again after a timeout only to an agent whose card declares
+        ``IDEMPOTENT_SEND_EXTENSION`` (a llamon agent answers the retried answer with its
+        task); any other agent might run it twice. Cancelling the caller's task cancels
+        the remote task, best-effort (``tasks/cancel``).
         """
-        card, transport, context = await self._prepared()
         message = _message(message_or_text, context_id=context_id, task_id=task_id)
-        self.check(card, message, skill)
         params = MessageSendParams(
-            message=message, configuration=MessageSendConfiguration(blocking=True)
+            message=message, configuration=MessageSendConfiguration(blocking=blocking)
         )
+        continues = message.task_id is not None
         try:
-            answer = await transport.send_message(params, context=context)
-        except Exception as exc:
-            raise self._error(exc, task_id=task_id, context_id=context_id) from exc
+            if continues:
+                card = await self.card()
+            card, answer = await self._call(
+                "message/send",
+                lambda transport, context: transport.send_message(params, context=context),
+                retry=retry,
+                idempotent=not continues or _declares_idempotent_sends(card),
+                task_id=task_id,
+                context_id=context_id,
+                before=lambda card: self.check(card, message, skill),
+            )
+        except asyncio.CancelledError:
+            await self._cancel_remote(message.task_id, resend=None if continues else params)
+            raise
         if isinstance(answer, Message):
             return RemoteResult.from_message(answer)
         return self._result(card, answer)
@@ -250,14 +325,22 @@ class AgentClient:
         return stream_events(self, message, skill=skill, policy=retry or self.retry)
 
     async def resume(
-        self, result: RemoteResult, answer: Message | str | Sequence[Part]
+        self,
+        result: RemoteResult,
+        answer: Message | str | Sequence[Part],
+        *,
+        retry: RetryPolicy | None = None,
     ) -> RemoteResult:
-        """Answer a paused task (``result.needs_input``): the same task and context."""
+        """Answer a paused task (``result.needs_input``): the same task and context.
+        Retried like ``send`` (never sent twice after a timeout); cancelling the caller's
+        task cancels the remote task."""
         if not result.needs_input or result.task_id is None:
             raise CardMismatchError(
                 f"only a task waiting for input can be resumed; this one is {result.state.value}"
             )
-        return await self.send(answer, context_id=result.context_id, task_id=result.task_id)
+        return await self.send(
+            answer, context_id=result.context_id, task_id=result.task_id, retry=retry
+        )
 
     async def start(
         self,
@@ -266,40 +349,217 @@ class AgentClient:
         push: PushReceiver,
         skill: str | None = None,
         context_id: str | None = None,
+        retry: RetryPolicy | None = None,
     ) -> RemoteResult:
         """Start a task without waiting for it (``message/send``, non-blocking) and have
         the agent push its progress to ``push`` (``llamon_agent.client.push_receiver``).
 
         Returns the task as the agent first answered it (usually ``submitted`` or
         ``working``); then ``await push.wait(result.task_id)``. Raises like ``send``, and
-        ``CardMismatchError`` when the card does not declare push notifications.
+        ``CardMismatchError`` when the card does not declare push notifications. Retried
+        like ``send`` (the same ``messageId`` on every attempt).
         """
         from llamon_agent.client.push import start_with_push
 
         message = _message(message_or_text, context_id=context_id, task_id=None)
-        return await start_with_push(self, message, push, skill=skill, context_id=context_id)
+        return await start_with_push(
+            self, message, push, skill=skill, context_id=context_id, retry=retry
+        )
 
-    async def register_push(self, task_id: str, receiver: PushReceiver) -> None:
+    async def register_push(
+        self, task_id: str, receiver: PushReceiver, *, retry: RetryPolicy | None = None
+    ) -> None:
         """Have the agent push an existing task's progress to ``receiver``
-        (``tasks/pushNotificationConfig/set``); then ``await receiver.wait(task_id)``."""
+        (``tasks/pushNotificationConfig/set``, retried); then ``await
+        receiver.wait(task_id)``."""
         from llamon_agent.client.push import register_push
 
-        await register_push(self, task_id, receiver)
+        await register_push(self, task_id, receiver, retry=retry)
 
-    async def get(self, task_id: str, *, history_length: int | None = None) -> RemoteResult:
-        """The task's current state (``tasks/get``); a failed task raises like ``send``."""
-        card, transport, context = await self._prepared()
+    async def get(
+        self,
+        task_id: str,
+        *,
+        history_length: int | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> RemoteResult:
+        """The task's current state (``tasks/get``, retried: it only reads); a failed task
+        raises like ``send``."""
         params = TaskQueryParams(id=task_id, history_length=history_length)
-        try:
-            task = await transport.get_task(params, context=context)
-        except Exception as exc:
-            raise self._error(exc, task_id=task_id, context_id=None) from exc
+        card, task = await self._call(
+            "tasks/get",
+            lambda transport, context: transport.get_task(params, context=context),
+            retry=retry,
+            idempotent=True,
+            task_id=task_id,
+        )
         return self._result(card, task)
+
+    async def wait(
+        self,
+        task_id: str,
+        *,
+        deadline: float | None = DEFAULT_WAIT_DEADLINE,
+        retry: RetryPolicy | None = None,
+    ) -> RemoteResult:
+        """Poll the task (``tasks/get``) until it ends or pauses for input; its result.
+
+        Between polls the client waits the policy's backoff (full jitter, growing up to
+        ``max_delay``); each poll is retried like ``get``, within what is left of
+        ``deadline`` (seconds from now; None waits for as long as it takes). A task still
+        running at the deadline raises ``RemoteTimeoutError`` (``UPSTREAM_TIMEOUT``,
+        ``remote_wait_deadline_exceeded``, retriable: wait again). A failed task raises like
+        ``send``; ``input-required`` returns (``result.needs_input``). Cancelling the
+        caller's task cancels the remote task, best-effort.
+        """
+        policy = retry or self.retry
+        clock = self.clock
+        started = clock.monotonic()
+        polls = 0
+
+        def left() -> float | None:
+            return None if deadline is None else deadline - (clock.monotonic() - started)
+
+        params = TaskQueryParams(id=task_id)
+        try:
+            while True:
+                card, task = await self._call(
+                    "tasks/get",
+                    lambda transport, context: transport.get_task(params, context=context),
+                    retry=_within(policy, left()),
+                    idempotent=True,
+                    task_id=task_id,
+                )
+                if task.status.state in _DONE:
+                    return self._result(card, task)
+                remaining = left()
+                if remaining is not None and remaining <= 0:
+                    raise self._wait_expired(card, task, deadline or 0.0)
+                polls += 1
+                pause = policy.backoff(polls, clock.random)
+                await clock.sleep(pause if remaining is None else min(pause, remaining))
+        except asyncio.CancelledError:
+            await self._cancel_remote(task_id)
+            raise
+
+    async def cancel(self, task_id: str, *, retry: RetryPolicy | None = None) -> RemoteResult:
+        """Cancel the task (``tasks/cancel``, retried: cancelling twice is cancelling once);
+        the task as the agent answered (``canceled``). A task that already ended raises
+        ``RemoteTaskNotCancelableError`` (``INVALID_INPUT``, ``remote_task_not_cancelable``);
+        an unknown one ``RemoteNotFoundError``."""
+        params = TaskIdParams(id=task_id)
+        try:
+            _card, task = await self._call(
+                "tasks/cancel",
+                lambda transport, context: transport.cancel_task(params, context=context),
+                retry=retry,
+                idempotent=True,
+                task_id=task_id,
+            )
+        except RemoteAgentError as exc:
+            if exc.jsonrpc_code == _TASK_NOT_CANCELABLE:
+                raise _not_cancelable(exc) from exc
+            raise
+        return RemoteResult.from_task(task)
+
+    # -- one call, retried ----------------------------------------------------------------
+
+    async def _call(
+        self,
+        operation: str,
+        request: Callable[[JsonRpcTransport, ClientCallContext], Awaitable[T]],
+        *,
+        retry: RetryPolicy | None,
+        idempotent: bool,
+        task_id: str | None = None,
+        context_id: str | None = None,
+        before: Callable[[AgentCard], None] | None = None,
+    ) -> tuple[AgentCard, T]:
+        """``request`` through the transport, retried under ``retry`` (else the client's
+        policy): the card and what the transport answered. Each attempt reads the card
+        (cached) and the credential's headers again (a refreshed token is sent); ``before``
+        checks the card before anything is sent. What the transport raises becomes the
+        ``RemoteAgentError`` family."""
+
+        async def attempt() -> tuple[AgentCard, T]:
+            card, transport, context = await self._prepared()
+            if before is not None:
+                before(card)
+            try:
+                return card, await request(transport, context)
+            except Exception as exc:
+                raise self._error(exc, task_id=task_id, context_id=context_id) from exc
+
+        clock = self.clock
+        return await call_with_retry(
+            attempt,
+            policy=retry or self.retry,
+            idempotent=idempotent,
+            refresh=self.auth.refresh if self.auth is not None else None,
+            sleep=clock.sleep,
+            clock=clock.monotonic,
+            rng=clock.random,
+            operation=operation,
+        )
+
+    async def _cancel_remote(
+        self, task_id: str | None, *, resend: MessageSendParams | None = None
+    ) -> None:
+        """After the caller's task was cancelled: cancel the remote task, best-effort,
+        shielded and bounded by ``CANCEL_TIMEOUT``; logged at INFO, never raised. Without a
+        task id, ``resend`` (the same message, non-blocking) learns it, only from an agent
+        whose card declares ``IDEMPOTENT_SEND_EXTENSION``."""
+
+        async def run() -> None:
+            card, transport, context = await self._prepared()
+            known = task_id
+            if known is None:
+                if resend is None or not _declares_idempotent_sends(card):
+                    logger.info(
+                        "caller cancelled; the remote task could not be cancelled: its id "
+                        "is not known yet and the agent does not declare idempotent sends"
+                    )
+                    return
+                again = resend.model_copy(
+                    update={"configuration": MessageSendConfiguration(blocking=False)}
+                )
+                answer = await transport.send_message(again, context=context)
+                if not isinstance(answer, Task):
+                    return  # a plain message reply: no task to cancel
+                known = answer.id
+            await transport.cancel_task(TaskIdParams(id=known), context=context)
+            logger.info("caller cancelled; cancelled the remote task %s", known)
+
+        try:
+            await asyncio.shield(asyncio.wait_for(run(), CANCEL_TIMEOUT))
+        except asyncio.CancelledError:
+            logger.info("caller cancelled again; the remote task is cancelled in the background")
+        except Exception as exc:
+            found = classify_received(exc)
+            logger.info(
+                "caller cancelled; cancelling the remote task %s failed (%s %s)",
+                task_id or "(id unknown)",
+                found.code.value,
+                found.reason,
+            )
+
+    # -- answers --------------------------------------------------------------------------
 
     def _result(self, card: AgentCard, task: Task) -> RemoteResult:
         if task.status.state in _FAILED:
             raise remote_error_from_task(task, agent=card.name)
         return RemoteResult.from_task(task)
+
+    def _wait_expired(self, card: AgentCard, task: Task, deadline: float) -> RemoteTimeoutError:
+        return RemoteTimeoutError(
+            f"agent {card.name!r}: task {task.id} was still {task.status.state.value} "
+            f"when the wait's deadline of {deadline:g} s passed",
+            reason="remote_wait_deadline_exceeded",
+            retriable=True,
+            task_id=task.id,
+            context_id=task.context_id,
+            agent=card.name,
+        )
 
     def _error(
         self, exc: Exception, *, task_id: str | None, context_id: str | None
@@ -312,3 +572,39 @@ class AgentClient:
         if error.context_id is None and context_id is not None:
             error.context_id = context_id
         return error
+
+
+_TASK_NOT_CANCELABLE: Final = -32002
+"""A2A's ``TaskNotCancelableError`` JSON-RPC code."""
+
+
+def _not_cancelable(error: RemoteAgentError) -> RemoteTaskNotCancelableError:
+    return RemoteTaskNotCancelableError(
+        f"{f'agent {error.agent!r}' if error.agent else 'the called agent'} refused to cancel "
+        f"task {error.task_id}: it has already ended",
+        reason="remote_task_not_cancelable",
+        retriable=False,
+        http_status=error.http_status,
+        jsonrpc_code=error.jsonrpc_code,
+        task_id=error.task_id,
+        context_id=error.context_id,
+        agent=error.agent,
+        data=error.data,
+        raw_data=error.raw_data,
+    )
+
+
+def _declares_idempotent_sends(card: AgentCard) -> bool:
+    extensions = card.capabilities.extensions or []
+    return any(extension.uri == IDEMPOTENT_SEND_EXTENSION for extension in extensions)
+
+
+def _within(policy: RetryPolicy, left: float | None) -> RetryPolicy:
+    """``policy`` bounded by the ``left`` seconds of a wait (one attempt when none is)."""
+    if left is None:
+        return policy
+    if left <= 0:
+        return policy.with_(max_attempts=1)
+    if policy.deadline is None or policy.deadline > left:
+        return policy.with_(deadline=left)
+    return policy

@@ -20,9 +20,12 @@ every field, unknown ones included. A server that sends no such data is classifi
 one table (``llamon_agent.core.classify``) from the HTTP status, the JSON-RPC code or the
 task state, and ``data`` is None.
 
-Raised inside a llamon agent, these errors answer that agent's caller with the same
-``errorCode``, ``errorReason``, ``retriable`` and ``retryAfterMs`` (they carry their own
-answer, like ``LlamonApplicationError``). No message names the called agent's address.
+Raised inside a llamon agent, these errors answer that agent's caller with the called
+agent's failure read one hop up (``core.classify.one_hop_up``: ``UPSTREAM_*``,
+``RATE_LIMITED`` with its ``retryAfterMs``, ``NOT_FOUND`` and ``GUARDRAIL_BLOCKED`` pass;
+``INVALID_INPUT``, ``AUTH_REQUIRED`` and ``INTERNAL_ERROR`` answer
+``UPSTREAM_UNAVAILABLE``); ``code`` keeps what the called agent said, and so does
+``data.cause``. No message names the called agent's address.
 """
 
 from __future__ import annotations
@@ -353,9 +356,9 @@ def remote_error_from_jsonrpc(
 
 
 def _classified(exc: BaseException, *, agent: str | None, **fields: Any) -> RemoteAgentError:
-    from llamon_agent.core.classify import classify_exception
+    from llamon_agent.core.classify import classify_received
 
-    found = classify_exception(exc)
+    found = classify_received(exc)  # what the called agent said, not our answer one hop up
     if fields.get("http_status") is None and found.http_status is not None:
         fields["http_status"] = found.http_status
     wire = []

@@ -195,8 +195,8 @@ async def call_agent_stream(
     from llamon_agent.client.agent_client import AgentClient
 
     message = context.to_message() if isinstance(context, AgentCallContext) else context
-    async with AgentClient(agent_url, auth=auth, retry=retry, timeout=timeout) as client:
-        events = client.stream(message, skill=skill)
+    async with AgentClient(agent_url, auth=auth, timeout=timeout) as client:
+        events = client.stream(message, skill=skill, retry=retry)
         try:
             async for event in events:
                 if isinstance(event, ArtifactChunk) and event.text:

@@ -71,6 +71,7 @@ from llamon_agent.client.result import RemoteResult
 
 if TYPE_CHECKING:
     from llamon_agent.client.agent_client import AgentClient
+    from llamon_agent.client.retry import RetryPolicy
 
 __all__ = [
     "DEFAULT_JWT_ALGORITHMS",
@@ -453,10 +454,12 @@ async def start_with_push(
     *,
     skill: str | None,
     context_id: str | None,
+    retry: RetryPolicy | None = None,
 ) -> RemoteResult:
     """``AgentClient.start``: a non-blocking ``message/send`` carrying the receiver's
-    registration; the task as the agent first answered it."""
-    card, transport, context = await client._prepared()
+    registration, retried like ``send`` (the same ``messageId``); the task as the agent
+    first answered it."""
+    card = await client.card()
     client.check(card, message, skill)
     _check_push_declared(card.name, card.capabilities.push_notifications)
     config = receiver.register(agent=card.name)
@@ -465,11 +468,15 @@ async def start_with_push(
         configuration=MessageSendConfiguration(blocking=False, push_notification_config=config),
     )
     try:
-        answer = await transport.send_message(params, context=context)
-    except BaseException as exc:
+        card, answer = await client._call(
+            "message/send",
+            lambda transport, context: transport.send_message(params, context=context),
+            retry=retry,
+            idempotent=True,
+            context_id=context_id,
+        )
+    except BaseException:
         receiver.forget(config)
-        if isinstance(exc, Exception):
-            raise client._error(exc, task_id=None, context_id=context_id) from exc
         raise
     if isinstance(answer, Message):
         receiver.forget(config)
@@ -482,19 +489,28 @@ async def start_with_push(
 
 
 async def register_push(
-    client: AgentClient, task_id: str, receiver: PushReceiver
+    client: AgentClient,
+    task_id: str,
+    receiver: PushReceiver,
+    *,
+    retry: RetryPolicy | None = None,
 ) -> PushNotificationConfig:
-    """``AgentClient.register_push``: ``tasks/pushNotificationConfig/set`` for a task."""
-    card, transport, context = await client._prepared()
+    """``AgentClient.register_push``: ``tasks/pushNotificationConfig/set`` for a task
+    (retried: setting the same config twice is setting it once)."""
+    card = await client.card()
     _check_push_declared(card.name, card.capabilities.push_notifications)
     config = receiver.register(task_id, agent=card.name)
     request = TaskPushNotificationConfig(task_id=task_id, push_notification_config=config)
     try:
-        await transport.set_task_callback(request, context=context)
-    except BaseException as exc:
+        await client._call(
+            "tasks/pushNotificationConfig/set",
+            lambda transport, context: transport.set_task_callback(request, context=context),
+            retry=retry,
+            idempotent=True,
+            task_id=task_id,
+        )
+    except BaseException:
         receiver.forget(config)
-        if isinstance(exc, Exception):
-            raise client._error(exc, task_id=task_id, context_id=None) from exc
         raise
     return config
 

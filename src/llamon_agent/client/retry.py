@@ -1,7 +1,8 @@
 """Retry by failure kind: a policy value and the runner that applies it to one call.
 
-Each failure is read through the one classification table (``core.classify``): its
-``code``, ``retriable``, ``retry_after_ms`` and ``http_status`` decide, never the
+Each failure is read through the one classification table as received
+(``core.classify.classify_received``: a called agent's own code, not the answer one hop
+up): its ``code``, ``retriable``, ``retry_after_ms`` and ``http_status`` decide, never the
 exception's type. The policy's ``kinds`` table maps a code to what is done:
 
 =========================  =================  ============================================
@@ -14,6 +15,7 @@ or reset)
                                               (capped by the remaining deadline); backoff
                                               when the failure names no wait
 ``AUTH_REQUIRED`` (401)    ``REFRESH``        awaits ``refresh()`` once, tries once more
+                                              (stops at once when it returns False)
 ``AUTH_REQUIRED`` (403)    --                 no retry (``no_retry_statuses``)
 ``UPSTREAM_TIMEOUT``       ``IF_IDEMPOTENT``  backoff, only when the call is idempotent
 ``INTERNAL_ERROR``         ``BACKOFF``        only when the failure says ``retriable``
@@ -51,11 +53,13 @@ from typing import Final, TypeVar
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
-from llamon_agent.core.classify import Classification, classify_exception, mark_retried
+from llamon_agent.core.classify import Classification, classify_received, mark_retried
 from llamon_agent.core.codes import ErrorCode
 
 __all__ = [
     "DEFAULT_KINDS",
+    "SYSTEM_CLOCK",
+    "RetryClock",
     "RetryKind",
     "RetryPolicy",
     "call_with_retry",
@@ -168,6 +172,25 @@ class RetryPolicy:
         return min(ceiling, max(0.0, rng() * ceiling))
 
 
+@dataclass(frozen=True, slots=True)
+class RetryClock:
+    """Where retries and polls take their time from: ``sleep`` (waits), ``monotonic`` (the
+    deadline's clock) and ``random`` (the jitter, in [0, 1)).
+
+    The default, ``SYSTEM_CLOCK``, is ``asyncio.sleep``, ``time.monotonic`` and
+    ``random.random``. Give ``AgentClient(..., clock=RetryClock(...))`` another one to
+    record a schedule without waiting (tests), or to share one clock between clients.
+    """
+
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    monotonic: Callable[[], float] = time.monotonic
+    random: Callable[[], float] = random.random
+
+
+SYSTEM_CLOCK: Final = RetryClock()
+"""The real clock: ``asyncio.sleep``, ``time.monotonic``, ``random.random``."""
+
+
 @dataclass(slots=True)
 class _Run:
     """What one call's retrying decided so far."""
@@ -177,6 +200,7 @@ class _Run:
     refreshed: bool = False
     refresh_next: bool = False
     why: str = ""
+    last: Exception | None = None
 
 
 async def call_with_retry(
@@ -197,7 +221,8 @@ async def call_with_retry(
     an exception that is no ``Exception`` (cancellation) is raised at once, unmarked.
     ``idempotent`` says whether a timed-out attempt may be sent again; ``refresh`` is
     awaited once after an ``AUTH_REQUIRED`` failure (without it, that failure is final;
-    if it raises, its exception ends the call). ``sleep``, ``clock`` and ``rng`` replace
+    if it returns False -- an API key cannot be refreshed -- that failure is raised as it
+    is; if it raises, its exception ends the call). ``sleep``, ``clock`` and ``rng`` replace
     ``asyncio.sleep``, ``time.monotonic`` and ``random.random`` (tests). ``operation``
     names the call in log lines (``"message/send"``).
     """
@@ -210,7 +235,7 @@ async def call_with_retry(
     def should_retry(exc: BaseException) -> bool:
         if not isinstance(exc, Exception):
             return False
-        found = classify_exception(exc)
+        found = classify_received(exc)
         kind = policy.kind_of(found, idempotent=idempotent)
         left = remaining()
         if kind is RetryKind.NEVER or len(run.codes) >= policy.max_attempts:
@@ -253,12 +278,14 @@ async def call_with_retry(
     async for attempt in retrying:
         if run.refresh_next and refresh is not None:
             run.refresh_next, run.refreshed = False, True
-            await refresh()
+            if await refresh() is False and run.last is not None:
+                raise run.last  # nothing new to send: the failure that asked for it stands
         with attempt:
             try:
                 return await call()
             except Exception as exc:
-                run.codes.append(classify_exception(exc).code)
+                run.codes.append(classify_received(exc).code)
                 mark_retried(exc, len(run.codes) - 1, attempt_codes=run.codes)
+                run.last = exc
                 raise
     raise AssertionError("unreachable: tenacity re-raises the last failure")  # pragma: no cover

@@ -53,8 +53,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
@@ -180,9 +178,6 @@ class _Follower:
     client: AgentClient
     card: AgentCard
     policy: RetryPolicy
-    sleep: Callable[[float], Awaitable[None]]
-    clock: Callable[[], float]
-    rng: Callable[[], float]
     task: Task | None = None
     delivered: dict[str, list[Part]] = field(default_factory=dict)
     status: tuple[TaskState, str | None] | None = None
@@ -334,9 +329,9 @@ class _Follower:
             call,
             policy=self.policy,
             idempotent=True,
-            sleep=self.sleep,
-            clock=self.clock,
-            rng=self.rng,
+            sleep=self.client.clock.sleep,
+            clock=self.client.clock.monotonic,
+            rng=self.client.clock.random,
             operation=operation,
         )
 
@@ -507,9 +502,6 @@ async def stream_events(
     *,
     skill: str | None = None,
     policy: RetryPolicy | None = None,
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-    clock: Callable[[], float] = time.monotonic,
-    rng: Callable[[], float] = random.random,
 ) -> AsyncGenerator[StreamEvent]:
     """``message/stream`` of ``message`` through ``client``: the events of the module
     docstring, recovering from a dropped connection.
@@ -517,13 +509,13 @@ async def stream_events(
     Before anything is sent, a card that does not declare ``capabilities.streaming``, or a
     message that does not fit the card (``AgentClient.check``), raises
     ``CardMismatchError``. Opening the stream is retried under ``policy`` (the same
-    ``messageId`` each time); ``sleep``, ``clock`` and ``rng`` replace ``asyncio.sleep``,
-    ``time.monotonic`` and ``random.random`` for every wait (tests).
+    ``messageId`` each time); every wait takes its time from the client's ``clock``
+    (``RetryClock``).
     """
     card = await client.card()
     _check_streaming(card)
     client.check(card, message, skill)
-    follower = _Follower(client, card, policy or client.retry, sleep, clock, rng)
+    follower = _Follower(client, card, policy or client.retry)
     params = MessageSendParams(message=message)
 
     async def open_stream() -> tuple[AsyncGenerator[_Event], _Event]:
@@ -550,9 +542,9 @@ async def stream_events(
         open_stream,
         policy=follower.policy,
         idempotent=True,
-        sleep=sleep,
-        clock=clock,
-        rng=rng,
+        sleep=client.clock.sleep,
+        clock=client.clock.monotonic,
+        rng=client.clock.random,
         operation="message/stream",
     )
     try:

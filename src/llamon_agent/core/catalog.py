@@ -257,6 +257,14 @@ _ENTRIES: Final[tuple[tuple[str, Stage, ErrorCode, bool, str, str], ...]] = (
         "a called A2A agent refused the request (params, method, unsupported operation)",
     ),
     (
+        "a2a_upstream_auth_failed",
+        _S.EXECUTE,
+        _E.UPSTREAM_UNAVAILABLE,
+        False,
+        "check_credentials_for_called_agent",
+        "a called A2A agent refused this agent's credentials (not the caller's login)",
+    ),
+    (
         "a2a_task_not_found",
         _S.EXECUTE,
         _E.NOT_FOUND,
@@ -295,6 +303,22 @@ _ENTRIES: Final[tuple[tuple[str, Stage, ErrorCode, bool, str, str], ...]] = (
         False,
         "check_request_sent_to_called_agent",
         "a called A2A agent rejected the task without error data (not a llamon agent)",
+    ),
+    (
+        "remote_wait_deadline_exceeded",
+        _S.A2A_CALL,
+        _E.UPSTREAM_TIMEOUT,
+        True,
+        "raise_wait_deadline_or_use_push",
+        "a called A2A agent's task was still running when the wait's deadline passed",
+    ),
+    (
+        "remote_task_not_cancelable",
+        _S.A2A_CALL,
+        _E.INVALID_INPUT,
+        False,
+        "none_task_already_ended",
+        "a called A2A agent refused to cancel a task (it had already ended)",
     ),
     (
         "card_mismatch_error",

@@ -28,6 +28,11 @@ specific cause), or by its first leaf when none is mapped. Anything unmatched is
 fallback: ``INTERNAL_ERROR``, reason = snake_case of the type name, not retriable, and
 ``mapped=False`` -- its text then stays inside the process (see ``core.messages``).
 
+A called agent's failure (a ``RemoteAgentError`` re-raised, a2a-sdk's client errors) is
+then read one hop up by one rule (``one_hop_up``): codes that tell the caller the same
+thing pass, the others become ``UPSTREAM_UNAVAILABLE``. ``classify_received`` skips that
+step (what a retrier reads).
+
 The retries already made for the failing call (a provider adapter's or the client's,
 recorded with ``mark_retried``) travel with the classification as ``retried``, and the
 error code of each attempt, in order, as ``attempt_codes``.
@@ -70,6 +75,7 @@ from llamon_agent.exceptions import (
 
 __all__ = [
     "BUILTIN_RULES",
+    "HOP_PASSED",
     "Classification",
     "ContentRule",
     "DynamicRule",
@@ -77,7 +83,9 @@ __all__ = [
     "RuleRow",
     "YieldingRule",
     "classify_exception",
+    "classify_received",
     "mark_retried",
+    "one_hop_up",
     "parse_retry_after_ms",
     "python_exc_to_error_code",
     "register_exception",
@@ -103,7 +111,9 @@ class Classification:
     decided when a generic wrapper yielded to it (``exception`` is then the wrapper);
     ``generic`` is True when only a generic wrapper's own row matched; ``retried`` counts
     the retries already made for the failing call and ``attempt_codes`` holds each
-    attempt's error code, the last one included (empty when no retrier recorded them).
+    attempt's error code, the last one included (empty when no retrier recorded them);
+    ``hop_from`` is the called agent's own code when this answer reads a called agent's
+    failure one hop up (``one_hop_up``), else None.
     """
 
     code: ErrorCode
@@ -119,6 +129,7 @@ class Classification:
     generic: bool = False
     retried: int = 0
     attempt_codes: tuple[ErrorCode, ...] = ()
+    hop_from: ErrorCode | None = None
 
     def as_tuple(self) -> tuple[ErrorCode, str, bool]:
         """``(code, reason, retriable)``, the shape of ``python_exc_to_error_code``."""
@@ -257,19 +268,6 @@ _a2a_http_status: Final = ContentRule(_client_status, rows=_STATUS_ROWS)
 
 
 _REMOTE_REASON: Final = re.compile(r"[a-z][a-z0-9_]{0,63}")
-_REMOTE_PASSED: Final = frozenset(
-    {
-        ErrorCode.AUTH_REQUIRED,
-        ErrorCode.NOT_FOUND,
-        ErrorCode.RATE_LIMITED,
-        ErrorCode.UPSTREAM_TIMEOUT,
-        ErrorCode.UPSTREAM_UNAVAILABLE,
-    }
-)
-"""Codes of a called agent's answer that mean the same to our caller; the others
-(its ``INVALID_INPUT``, ``INTERNAL_ERROR``, ``GUARDRAIL_BLOCKED``) are our upstream failing."""
-
-
 _A2A_TASK_NOT_FOUND: Final = ErrorRule(ErrorCode.NOT_FOUND, "a2a_task_not_found", False)
 _A2A_UPSTREAM_ERROR: Final = ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, "a2a_upstream_error", True)
 _A2A_REJECTED: Final = ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, "a2a_request_rejected", False)
@@ -287,17 +285,11 @@ def _a2a_code_rule(code: int) -> ErrorRule:
 
 
 def _a2a_remote(code: int, data: Mapping[str, object], exc: BaseException) -> Classification:
-    """The called agent's error data in this SDK's shape: its code passes when it means the
-    same to our caller, else it is our upstream failing."""
+    """The called agent's error data in this SDK's shape, as received (its code, reason,
+    retriable and ``retryAfterMs``); ``classify_exception`` then reads it one hop up."""
     remote_code = ErrorCode(str(data.get("errorCode")))
     retriable = data.get("retriable") is True
     message = f"The called agent answered JSON-RPC error {code} ({remote_code.value})."
-    if remote_code not in _REMOTE_PASSED:
-        failed = remote_code is ErrorCode.INVALID_INPUT
-        reason = (_A2A_REJECTED if failed else _A2A_UPSTREAM_ERROR).reason or ""
-        return Classification(
-            ErrorCode.UPSTREAM_UNAVAILABLE, reason, retriable, exc, message=message
-        )
     after = data.get("retryAfterMs")
     valid_after = isinstance(after, int) and not isinstance(after, bool) and after >= 0
     said = data.get("errorReason")
@@ -342,13 +334,12 @@ _A2A_LABELS: Final = {
 
 def _a2a_rows() -> tuple[RuleRow, ...]:
     key = "A2AClientJSONRPCError"
-    passed = ", ".join(code.value for code in ErrorCode if code in _REMOTE_PASSED)
     by_rule: dict[ErrorRule, list[str]] = {rule: [] for rule in _A2A_LABELS}
     for number in JSON_RPC_CODE_TO_ERROR_CODE:
         by_rule[_a2a_code_rule(number)].append(str(number))
     by_rule[_A2A_UPSTREAM_ERROR].append("any unknown code")
     return (
-        RuleRow(f"{key} + data", "(the called agent's)", "", "", f"its errorCode if {passed}"),
+        RuleRow(f"{key} + data", "(the called agent's)", "", "", "read one hop up, see below"),
         *(
             _row(f"{key} {_A2A_LABELS[rule]}", rule, ", ".join(numbers))
             for rule, numbers in by_rule.items()
@@ -357,6 +348,90 @@ def _a2a_rows() -> tuple[RuleRow, ...]:
 
 
 _a2a_jsonrpc: Final = ContentRule(_a2a_answer, rows=_a2a_rows())
+
+
+# --- a called agent's failure, one hop up ---------------------------------------------------
+
+HOP_PASSED: Final = frozenset(
+    {
+        ErrorCode.UPSTREAM_UNAVAILABLE,
+        ErrorCode.UPSTREAM_TIMEOUT,
+        ErrorCode.RATE_LIMITED,
+        ErrorCode.NOT_FOUND,
+        ErrorCode.GUARDRAIL_BLOCKED,
+    }
+)
+"""A called agent's codes that tell our caller the same thing one hop up: something
+behind us is down or slow, a quota to wait for (its ``retryAfterMs`` kept), a resource
+that is not there, the caller's content blocked by a guardrail further down."""
+
+_HOP_MAPPED: Final[Mapping[ErrorCode, ErrorRule]] = {
+    ErrorCode.INVALID_INPUT: ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, "a2a_request_rejected"),
+    ErrorCode.AUTH_REQUIRED: ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, "a2a_upstream_auth_failed"),
+    ErrorCode.INTERNAL_ERROR: ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, "a2a_upstream_error", True),
+}
+"""A called agent's codes that are *our* upstream failing, not the caller's doing: its
+``INVALID_INPUT`` (the request we built was wrong), ``AUTH_REQUIRED`` (our credential for
+it, not the caller's login), ``INTERNAL_ERROR`` (it broke). ``retriable`` is the called
+agent's own where the rule says true (an ``INTERNAL_ERROR`` it calls retriable stays so),
+else false."""
+
+
+def _from_called_agent(exc: BaseException) -> bool:
+    """An exception that reports a called agent's failure: one that carries its failure
+    path (``cause_hops``: the client's ``RemoteAgentError`` family, or your own), or an
+    a2a-sdk client error."""
+    if hasattr(type(exc), "cause_hops"):
+        return True
+    return any(_dotted(cls) == "a2a.A2AClientError" for cls in type(exc).__mro__)
+
+
+def one_hop_up(found: Classification) -> Classification:
+    """What a llamon agent answers its caller when ``found`` is a called agent's failure.
+
+    The one rule for a called agent's code, however it arrived (a ``RemoteAgentError`` the
+    agent re-raised, a2a-sdk's client errors): a code in ``HOP_PASSED`` passes with the
+    called agent's reason, ``retriable`` and ``retryAfterMs``; the others become
+    ``UPSTREAM_UNAVAILABLE`` with their hop reason (``a2a_request_rejected``,
+    ``a2a_upstream_auth_failed``, ``a2a_upstream_error``), ``retryAfterMs`` dropped, and
+    ``hop_from`` keeps the called agent's code. Any other failure is returned as it is.
+    The called agent's own codes stay in ``data.cause``, hop by hop.
+    """
+    if found.hop_from is not None or not _from_called_agent(found.exception):
+        return found
+    rule = _HOP_MAPPED.get(found.code)
+    if rule is None:
+        return dataclasses.replace(found, hop_from=found.code)
+    return dataclasses.replace(
+        found,
+        code=rule.code,
+        reason=rule.reason or "",
+        retriable=rule.retriable and found.retriable,
+        retry_after_ms=None,
+        hop_from=found.code,
+    )
+
+
+_HOP_ROWS: Final = (
+    RuleRow(
+        "called agent " + ", ".join(code.value for code in ErrorCode if code in HOP_PASSED),
+        "(its own)",
+        "(its own)",
+        "(its own)",
+        "one hop up: passed, with retryAfterMs",
+    ),
+    *(
+        RuleRow(
+            f"called agent {code.value}",
+            rule.code.value,
+            rule.reason or "",
+            "(its own)" if rule.retriable else "false",
+            "one hop up: our upstream failing",
+        )
+        for code, rule in _HOP_MAPPED.items()
+    ),
+)
+"""How a called agent's failure is answered one hop up (``one_hop_up``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -428,7 +503,8 @@ _mcp_error: Final = ContentRule(
 
 def _carried(exc: BaseException) -> Classification | None:
     """The one rule for a ``LlamonError`` that carries its own answer (``carried``):
-    ``LlamonApplicationError``, the MCP escalations; ``retryAfterMs`` from its extras."""
+    ``LlamonApplicationError``, the MCP escalations; ``retryAfterMs`` from its extras, the
+    HTTP status from its ``http_status`` (a called agent's failure says it)."""
     if not isinstance(exc, LlamonError):
         return None
     try:
@@ -440,12 +516,14 @@ def _carried(exc: BaseException) -> Classification | None:
         return None
     extras = exc.extras if isinstance(exc, LlamonApplicationError) else {}
     retry_after = extras.get("retry_after_ms")
+    status = getattr(exc, "http_status", None)
     return Classification(
         own.code,
         snake_case(type(exc).__name__) if own.reason is None else own.reason,
         own.retriable,
         exc,
         retry_after_ms=retry_after if isinstance(retry_after, int) else None,
+        http_status=status if isinstance(status, int) and not isinstance(status, bool) else None,
     )
 
 
@@ -743,7 +821,19 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]
 
 
 def classify_exception(exc: BaseException) -> Classification:
-    """Classify ``exc``; never raises. See the module docstring for the resolution order."""
+    """Classify ``exc``; never raises. See the module docstring for the resolution order.
+
+    This is what a llamon agent answers its caller: a called agent's failure is read one
+    hop up (``one_hop_up``). A retrier deciding what to do with a called agent's answer
+    reads it as received (``classify_received``).
+    """
+    return one_hop_up(classify_received(exc))
+
+
+def classify_received(exc: BaseException) -> Classification:
+    """Classify ``exc`` as the caller received it: a called agent's failure keeps the
+    called agent's own code, reason, ``retriable`` and ``retryAfterMs`` (what the client's
+    retry runner decides by). Everything else is classified as by ``classify_exception``."""
     found = _classify(exc)
     retried, codes = _retried(exc)
     if retried or codes:
@@ -793,5 +883,6 @@ def registered_rules() -> list[RuleRow]:
         else:
             rows.append(RuleRow(name, "(by content)", "", "", note))
     rows.extend(content)
+    rows.extend(_HOP_ROWS)
     rows.extend(_RESOLUTION_ROWS)
     return rows

@@ -180,8 +180,9 @@ class FailureRecord:
         llamon exception) is read through it: its message is a designed message, kept
         (scrubbed); the mapping table supplies ``error_code`` and ``retryable`` where the
         envelope has none, and overrides the envelope's reason when a generic wrapper
-        yielded to its cause. An unmapped exception without an envelope gets the generic
-        message with an incident id (its text stays in the server log). Evidence keeps
+        yielded to its cause or a called agent's failure is read one hop up. An unmapped
+        exception without an envelope gets the generic message with an incident id (its
+        text stays in the server log). Evidence keeps
         the exception type (and the deciding cause's), ``http_status``,
         ``retry_after_ms``, ``retried``, ``attempt_codes`` (each attempt's error code, in
         order) and, for an exception from a called agent, its ``cause`` chain (the hops
@@ -197,8 +198,9 @@ class FailureRecord:
                 envelope = None
             if isinstance(envelope, Mapping):
                 base.update(envelope)
-        if found.cause is not None:
-            # a generic wrapper yielded to its cause: the cause's row decides
+        if found.cause is not None or found.hop_from is not None:
+            # a generic wrapper yielded to its cause (the cause's row decides), or a called
+            # agent's failure read one hop up (its own code stays in the cause chain)
             base.update(reason=found.reason, error_code=found.code, retryable=found.retriable)
         elif found.mapped or "reason" not in base:
             # the table knows this exception, or it has no envelope of its own

@@ -72,14 +72,18 @@ _NOT_FOUND = {"error": {"code": -32001, "message": "Task not found"}}
 
 
 @pytest.mark.reason(
-    "http_5xx", "rate_limited", "auth_failed", "a2a_upstream_error", "a2a_task_not_found"
+    "http_5xx",
+    "rate_limited",
+    "a2a_upstream_auth_failed",
+    "a2a_upstream_error",
+    "a2a_task_not_found",
 )
 @pytest.mark.parametrize(
     ("reply", "code", "reason", "retriable", "retry_after_ms"),
     [
         ((503, {}, {}), "UPSTREAM_UNAVAILABLE", "http_5xx", True, None),
         ((429, {}, {"Retry-After": "2"}), "RATE_LIMITED", "rate_limited", True, 2000),
-        ((401, {}, {}), "AUTH_REQUIRED", "auth_failed", False, None),
+        ((401, {}, {}), "UPSTREAM_UNAVAILABLE", "a2a_upstream_auth_failed", False, None),
         ((200, _INTERNAL, {}), "UPSTREAM_UNAVAILABLE", "a2a_upstream_error", True, None),
         ((200, _NOT_FOUND, {}), "NOT_FOUND", "a2a_task_not_found", False, None),
     ],

@@ -40,6 +40,7 @@ from llamon_agent.client import (
     RemoteRateLimitedError,
     RemoteTimeoutError,
     RemoteUnavailableError,
+    RetryPolicy,
     clear_card_cache,
 )
 from llamon_agent.core.classify import classify_exception
@@ -214,7 +215,8 @@ async def test_an_http_error_status_is_classified_by_status(
     retry_after_ms: int | None,
 ) -> None:
     scripted = Scripted(replies=[(status, headers)])
-    async with running_server(scripted.app()) as url, AgentClient(url) as agent:
+    once = RetryPolicy(max_attempts=1)  # classification only; retries: test_retry_e2e.py
+    async with running_server(scripted.app()) as url, AgentClient(url, retry=once) as agent:
         with pytest.raises(kind) as caught:
             await agent.send("ping")
         following = await agent.send("ping again")
@@ -259,7 +261,11 @@ async def test_a_refused_connection_is_unavailable_and_retriable() -> None:
 async def test_an_answer_past_the_timeout_is_a_timeout_error() -> None:
     hang = asyncio.Event()
     scripted = Scripted(replies=[(0, {})], hang=hang)
-    async with running_server(scripted.app()) as url, AgentClient(url, timeout=0.2) as agent:
+    once = RetryPolicy(max_attempts=1)  # classification only; retries: test_retry_e2e.py
+    async with (
+        running_server(scripted.app()) as url,
+        AgentClient(url, timeout=0.2, retry=once) as agent,
+    ):
         with pytest.raises(RemoteTimeoutError) as caught:
             await agent.send("ping")
         hang.set()

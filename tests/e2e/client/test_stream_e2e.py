@@ -23,12 +23,12 @@ from llamon_agent.client import (
     FinalEvent,
     RemoteRateLimitedError,
     RemoteUnavailableError,
+    RetryClock,
     RetryPolicy,
     StatusEvent,
     StreamEvent,
     clear_card_cache,
 )
-from llamon_agent.client.stream import stream_events
 from llamon_agent.core.classify import classify_exception
 from llamon_agent.core.codes import ErrorCode
 from llamon_agent.core.errors import raise_application_error
@@ -364,13 +364,9 @@ async def test_a_task_that_cannot_be_followed_is_lost_after_the_retry_budget(
             served(agent, first_stores) as first,
             served(GatedAgent(), second_stores) as second,
             cutting_proxy(first, {1: 3}) as proxy,
-            AgentClient(proxy.url) as client,
+            AgentClient(proxy.url, clock=RetryClock(sleep=sleep, random=lambda: 1.0)) as client,
         ):
-            stream = Collected(
-                stream_events(
-                    client, user_message("go"), policy=policy, sleep=sleep, rng=lambda: 1.0
-                )
-            )
+            stream = Collected(client.stream(user_message("go"), retry=policy))
             await drive(agent, stream, ["chunk"])
             proxy.target_port = int(second.rsplit(":", 1)[1])
             await agent.commands.put("chunk")  # cut: the proxy drops it

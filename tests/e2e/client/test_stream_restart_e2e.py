@@ -17,11 +17,11 @@ from llamon_agent.client import (
     AgentClient,
     ArtifactChunk,
     RemoteUnavailableError,
+    RetryClock,
     RetryPolicy,
     StreamEvent,
     clear_card_cache,
 )
-from llamon_agent.client.stream import stream_events
 from llamon_agent.core.codes import ErrorCode
 from tests._support.a2a_server import user_message
 from tests._support.serve import READY_TIMEOUT, llamon_serve
@@ -54,10 +54,9 @@ async def test_a_server_restarted_mid_stream_ends_the_stream_typed(tmp_path: Pat
                 await servers.enter_async_context(llamon_serve(tmp_path, *options, target=TARGET))
 
         policy = RetryPolicy(max_attempts=4, base_delay=0.5, deadline=None)
-        async with AgentClient(url, retry=policy) as client:
-            events = stream_events(
-                client, user_message("go"), sleep=restart_while_waiting, rng=lambda: 1.0
-            )
+        clock = RetryClock(sleep=restart_while_waiting, random=lambda: 1.0)
+        async with AgentClient(url, retry=policy, clock=clock) as client:
+            events = client.stream(user_message("go"))
             seen: list[StreamEvent] = []
             async with asyncio.timeout(READY_TIMEOUT):
                 while len([e for e in seen if isinstance(e, ArtifactChunk) and e.text]) < 2:
