@@ -12,7 +12,7 @@ from a2a.types import TaskState
 
 from llamon_agent.a2a.agent import AgentContext
 from llamon_agent.a2a.server import create_app
-from llamon_agent.client import clear_card_cache
+from llamon_agent.client import RetryKind, RetryPolicy, clear_card_cache
 from llamon_agent.core.codes import ErrorCode
 from llamon_agent.core.errors import raise_application_error
 from llamon_agent.core.hitl import HITLInterrupt
@@ -74,3 +74,24 @@ async def test_the_forwarding_example_passes_a_failure_through() -> None:
         "busy",
         500,
     )
+
+
+_KIND_WORDS = {
+    RetryKind.BACKOFF: "backoff",
+    RetryKind.RETRY_AFTER: "waits `retryAfterMs`",
+    RetryKind.REFRESH: "refreshes the credential once",
+    RetryKind.IF_IDEMPOTENT: "only when the call is idempotent",
+    RetryKind.NEVER: "no retry",
+}
+
+
+def test_the_retry_table_says_what_the_default_policy_does() -> None:
+    section = DOC.split("## Retry by failure kind", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    policy = RetryPolicy()
+    for code in ErrorCode:
+        (row,) = [r for r in rows if f"`{code.value}`" in r.split("|")[1] and "403" not in r]
+        assert _KIND_WORDS[policy.kinds[code]] in row, (code, row)
+    (forbidden,) = [r for r in rows if "403" in r]
+    assert "no retry" in forbidden
+    assert policy.no_retry_statuses == frozenset({403})
