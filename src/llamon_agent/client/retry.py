@@ -51,7 +51,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Final, TypeVar
 
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from llamon_agent.core.classify import Classification, classify_received, mark_retried
 from llamon_agent.core.codes import ErrorCode
@@ -255,24 +255,38 @@ async def call_with_retry(
         run.why = f"{found.code.value} {found.reason}{status}"
         return True
 
-    def before_sleep(state: RetryCallState) -> None:
+    def failed(exc: Exception) -> None:
+        run.codes.append(classify_received(exc).code)
+        mark_retried(exc, len(run.codes) - 1, attempt_codes=run.codes)
+        run.last = exc
+
+    def log_retry(retry: int, wait: float) -> None:
         action = "refreshing credentials, " if run.refresh_next else ""
         logger.info(
             "%s failed (%s); %sretry %d of %d in %.3f s",
             operation,
             run.why,
             action,
-            state.attempt_number,
+            retry,
             policy.max_attempts - 1,
-            state.upcoming_sleep,
+            wait,
         )
 
+    # The first attempt runs outside tenacity: a call that succeeds pays nothing for it.
+    try:
+        return await call()
+    except Exception as exc:
+        failed(exc)
+        if not should_retry(exc):
+            raise
+    log_retry(1, run.wait)
+    await sleep(run.wait)
     retrying = AsyncRetrying(
         sleep=sleep,
-        stop=stop_after_attempt(policy.max_attempts),
+        stop=stop_after_attempt(max(1, policy.max_attempts - 1)),
         wait=lambda _state: run.wait,
         retry=retry_if_exception(should_retry),
-        before_sleep=before_sleep,
+        before_sleep=lambda state: log_retry(state.attempt_number + 1, state.upcoming_sleep),
         reraise=True,
     )
     async for attempt in retrying:
@@ -284,8 +298,6 @@ async def call_with_retry(
             try:
                 return await call()
             except Exception as exc:
-                run.codes.append(classify_received(exc).code)
-                mark_retried(exc, len(run.codes) - 1, attempt_codes=run.codes)
-                run.last = exc
+                failed(exc)
                 raise
     raise AssertionError("unreachable: tenacity re-raises the last failure")  # pragma: no cover
