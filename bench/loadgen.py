@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 
 SEND_TEMPLATE = (
     '{"jsonrpc":"2.0","id":%d,"method":"%s","params":{"message":{"kind":"message",'
-    '"role":"user","messageId":"bench-%d-%d","parts":[{"kind":"text","text":"ping"}]}}}'
+    '"role":"user","messageId":"bench-%s-%d-%d","parts":[{"kind":"text","text":"ping"}]}}}'
 )
 
 
@@ -244,12 +244,15 @@ async def worker(index: int, args: argparse.Namespace, phase: Phase, stats: Stat
     conn = Connection(args.host, args.port)
     await conn.open()
     seq = 0
+    # a fresh messageId for every send of every run: a repeated one is answered with its
+    # first task (idempotent send) and would measure a lookup, not a run
+    run = os.urandom(6).hex()
     ttfe: float = 0.0
     ttfc: float | None = None
     try:
         while not phase.stop:
             seq += 1
-            body = (SEND_TEMPLATE % (seq, method, index, seq)).encode()
+            body = (SEND_TEMPLATE % (seq, method, run, index, seq)).encode()
             t0 = time.perf_counter()
             try:
                 if args.mode == "stream":
