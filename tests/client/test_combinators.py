@@ -431,3 +431,23 @@ async def test_every_python_block_of_the_document_runs() -> None:
         result: Awaitable[None] | None = eval(code, namespace)  # noqa: S307 -- our own docs
         if result is not None:
             await result
+
+
+async def test_an_outcome_keeps_the_called_agents_own_code() -> None:
+    from llamon_agent.client import RemoteAuthRequiredError
+
+    refused = RemoteAuthRequiredError(
+        "agent 'b' refused the credential", reason="auth_failed", http_status=401, agent="b"
+    )
+
+    async def call() -> str:
+        raise refused
+
+    (outcome,) = await best_effort([call])
+    assert (outcome.error_code, outcome.reason, outcome.error) == (
+        ErrorCode.AUTH_REQUIRED,
+        "auth_failed",
+        refused,
+    )
+    # re-raised from an agent, the same failure answers one hop up
+    assert classify_exception(refused).code is ErrorCode.UPSTREAM_UNAVAILABLE

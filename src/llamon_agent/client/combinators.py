@@ -2,9 +2,9 @@
 
 Each ``call`` is an awaitable (``client.send("hi")``) or an async callable taking no
 argument (``lambda: client.send("hi")``); nothing here depends on how a call reaches its
-agent. Every failure is typed by the one classification table
-(``llamon_agent.core.classify.classify_exception``), so its ``errorCode``, reason and
-``retriable`` are the same as the answer a llamon agent would give for it.
+agent. Every failure is typed by the one classification table: an ``Outcome`` reads it as
+received (``classify_received``: a called agent's own ``errorCode``), a ``Saga`` as your
+agent answers it (``classify_exception``: a called agent's failure one hop up).
 
 - ``all_or_nothing(calls)``: every result in order, or the first failure (raised as it
   is) with the other calls cancelled and awaited.
@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
-from llamon_agent.core.classify import Classification, classify_exception
+from llamon_agent.core.classify import Classification, classify_exception, classify_received
 from llamon_agent.core.codes import ErrorCode
 from llamon_agent.exceptions import LlamonApplicationError
 
@@ -128,8 +128,9 @@ class Outcome(Generic[T]):
 
     ``ok`` is True for a success (``value`` is the result; the error fields are None).
     For a failure, ``error`` is the exception and ``error_code``, ``reason``,
-    ``retriable`` and ``retry_after_ms`` are its classification (the same the agent's
-    caller would get); ``value`` is None.
+    ``retriable`` and ``retry_after_ms`` are its classification as received (a called
+    agent's ``AUTH_REQUIRED`` stays ``AUTH_REQUIRED``: yours to refresh); ``value`` is
+    None. Re-raised from your agent, the error answers one hop up.
     """
 
     ok: bool
@@ -147,8 +148,8 @@ class Outcome(Generic[T]):
 
     @classmethod
     def failure(cls, error: BaseException) -> Outcome[T]:
-        """A call that raised ``error``, typed by the classification table."""
-        found = classify_exception(error)
+        """A call that raised ``error``, typed by the classification table as received."""
+        found = classify_received(error)
         return cls(
             ok=False,
             error=error,
