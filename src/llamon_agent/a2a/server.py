@@ -468,6 +468,7 @@ def create_app(
             ended = await executor.shutdown()
             if ended:
                 logger.warning("server stopping: ended %d running task(s) failed", len(ended))
+            await handler.aclose()
             if push_sender is not None:
                 await push_sender.aclose()
             if on_shutdown is not None:
