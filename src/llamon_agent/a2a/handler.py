@@ -242,6 +242,7 @@ class LlamonRequestHandler(DefaultRequestHandler):
         self.guarded_store: GuardedTaskStore = guarded
         self.sent = SentMessages(guarded, idempotency_window)
         self._producer_claims: dict[asyncio.Task[Any], RunClaim] = {}
+        self._closed = False  # set by aclose: the server stopped
         if agent_executor.task_store is task_store:  # one guard, one set of pending ends
             agent_executor.task_store = guarded
 
@@ -250,6 +251,7 @@ class LlamonRequestHandler(DefaultRequestHandler):
         a stream whose client left, a run the shutdown already ended -- and wait for it
         (at most ``CLOSE_WAIT`` seconds), so no task is left pending when the event loop
         closes."""
+        self._closed = True
         pending = [
             task
             for task in (*self._background_tasks, *self._running_agents.values())
@@ -259,6 +261,14 @@ class LlamonRequestHandler(DefaultRequestHandler):
             task.cancel()
         if pending:
             await asyncio.wait(pending, timeout=CLOSE_WAIT)
+
+    def _track_background_task(self, task: asyncio.Task[Any]) -> None:
+        """a2a-sdk's tracking of a background task; once the server stopped (``aclose``),
+        one started late (a stream's consumer whose caller left as the server stopped) is
+        cancelled at once, never left waiting for events that will not come."""
+        super()._track_background_task(task)
+        if self._closed:
+            task.cancel()
 
     async def _run_event_stream(self, request: RequestContext, queue: EventQueue) -> None:
         """Run the executor, then close the queue; a raise ends the task failed at once.

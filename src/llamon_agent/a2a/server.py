@@ -486,4 +486,5 @@ def create_app(
     app.state.llamon_task_store = tasks
     app.state.llamon_push_sender = push_sender
     app.state.llamon_sent_messages = handler.sent
+    app.state.llamon_request_handler = handler
     return app

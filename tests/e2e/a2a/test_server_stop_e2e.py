@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import httpx
+import pytest
 
 from llamon_agent.a2a.agent import AgentContext
 from llamon_agent.a2a.server import create_app
@@ -67,3 +68,16 @@ async def test_a_stopping_server_cancels_a_left_streams_consumer_and_its_run() -
         assert reply["result"]["status"]["state"] == "completed"
     left = [task for task in _left_behind() if task not in before]
     assert left == [], [task.get_name() for task in left]
+
+
+async def test_a_background_task_started_after_the_server_stopped_is_cancelled() -> None:
+    app = create_app(Stuck(), make_card())
+    handler = app.state.llamon_request_handler
+    async with running_server(app):
+        pass
+    never = asyncio.Event()
+    late = asyncio.create_task(never.wait(), name="continue_consuming:late")
+    handler._track_background_task(late)  # a stream's consumer whose caller left just now
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(late, 5)
+    assert late.cancelled()
