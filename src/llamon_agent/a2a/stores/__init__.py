@@ -2,8 +2,9 @@
 
 ``open_stores()`` (``open``) picks the kind: the embedded SQLite file (``sqlite``,
 ``sqlite_db``), this process's memory (``memory``) or PostgreSQL. ``guard`` turns a store
-outage into a retriable answer and keeps refused terminal states; ``context_lookup`` finds
-a context's owner; ``workers`` names this worker and the states a crash leaves behind.
+outage into a retriable answer and keeps refused terminal states; ``failures`` keeps every
+failed task's failure, queryable (``failures_sql`` on the databases); ``context_lookup``
+finds a context's owner; ``workers`` names this worker and the states a crash leaves behind.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from llamon_agent.a2a.stores.open import (
     SQLITE_FILENAME,
     WORKER_ID_ENV,
     WORKER_METADATA_KEY,
+    FailureRetention,
     MemoryLimits,
     StoreKind,
     Stores,
@@ -33,6 +35,7 @@ __all__ = [
     "SQLITE_FILENAME",
     "WORKER_ID_ENV",
     "WORKER_METADATA_KEY",
+    "FailureRetention",
     "MemoryLimits",
     "StoreKind",
     "Stores",

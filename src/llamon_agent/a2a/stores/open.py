@@ -42,6 +42,16 @@ from a2a.types import Message, Role, Task, TaskState, TaskStatus
 from llamon_agent._extras import missing_extra
 from llamon_agent.a2a.parts import application_error_to_parts
 from llamon_agent.a2a.states import ORPHAN_STATES
+from llamon_agent.a2a.stores.failures import (
+    FailureRetention,
+    FailureStore,
+    MemoryFailureStore,
+)
+from llamon_agent.a2a.stores.failures_sql import (
+    PostgresFailureStore,
+    SQLiteFailureStore,
+    create_postgres_failure_table,
+)
 from llamon_agent.a2a.stores.memory import (
     BoundedMemoryPushConfigStore,
     BoundedMemoryTaskStore,
@@ -84,6 +94,7 @@ __all__ = [
     "SQLITE_FILENAME",
     "WORKER_ID_ENV",
     "WORKER_METADATA_KEY",
+    "FailureRetention",
     "MemoryLimits",
     "StoreKind",
     "Stores",
@@ -114,7 +125,8 @@ class Stores:
     ``engine`` is the SQLAlchemy engine both PostgreSQL stores share and ``database`` the
     ``SQLiteDatabase`` both SQLite stores share (each ``None`` otherwise);
     ``description`` says where the data lives, e.g. ``sqlite:/home/me/.llamon/tasks.db``,
-    with any DSN password masked.
+    with any DSN password masked. ``failures`` is the failure store in the same database
+    (``stores.failures``: every failed task's failure record, queryable).
     """
 
     task_store: TaskStore
@@ -123,6 +135,7 @@ class Stores:
     engine: AsyncEngine | None = None
     description: str = ""
     database: SQLiteDatabase | None = None
+    failures: FailureStore | None = None
 
     def __post_init__(self) -> None:
         if not self.description:
@@ -131,7 +144,9 @@ class Stores:
     async def close(self) -> None:
         """Close the database connections (safe to call twice; a no-op for memory).
 
-        SQLite: the writes already queued are committed first."""
+        SQLite: the writes already queued are committed first, failure records included."""
+        if self.failures is not None:
+            await self.failures.close()
         if self.engine is not None:
             await self.engine.dispose()
         if self.database is not None:
@@ -228,7 +243,11 @@ async def _create_tables(engine: AsyncEngine) -> None:
 
 
 async def _open_database_stores(
-    engine: AsyncEngine, kind: StoreKind, description: str, push_encryption_key: bytes | None
+    engine: AsyncEngine,
+    kind: StoreKind,
+    description: str,
+    push_encryption_key: bytes | None,
+    retention: FailureRetention,
 ) -> Stores:
     """Stores over ``engine`` with their tables created; the engine is disposed on failure."""
     try:
@@ -239,19 +258,26 @@ async def _open_database_stores(
         await _create_tables(engine)
         await task_store.initialize()
         await push_store.initialize()
+        await create_postgres_failure_table(engine)
+        failures = PostgresFailureStore(engine, retention)
+        await failures.prune()
     except BaseException:
         await engine.dispose()
         raise
-    return Stores(task_store, push_store, kind, engine, description)
+    return Stores(task_store, push_store, kind, engine, description, failures=failures)
 
 
-async def _open_sqlite_stores(home: Path | None, push_encryption_key: bytes | None) -> Stores:
+async def _open_sqlite_stores(
+    home: Path | None, push_encryption_key: bytes | None, retention: FailureRetention
+) -> Stores:
     directory = home if home is not None else llamon_home()
     directory.mkdir(parents=True, exist_ok=True)
     path = directory.resolve() / SQLITE_FILENAME
     database = await open_sqlite_database(path)
     try:
         push_store = SQLitePushConfigStore(database, encryption_key=push_encryption_key)
+        failures = SQLiteFailureStore(database, retention)
+        await failures.prune()
     except BaseException:
         await database.close()
         raise
@@ -261,17 +287,22 @@ async def _open_sqlite_stores(home: Path | None, push_encryption_key: bytes | No
         "sqlite",
         description=f"sqlite:{path}",
         database=database,
+        failures=failures,
     )
 
 
-def memory_stores(limits: MemoryLimits | None = None) -> Stores:
-    """The ``memory`` kind, without awaiting: bounded task store, linked push store.
+def memory_stores(
+    limits: MemoryLimits | None = None, failure_retention: FailureRetention | None = None
+) -> Stores:
+    """The ``memory`` kind, without awaiting: bounded task store, linked push store, and a
+    bounded failure store (``failure_retention``, default ``FailureRetention.from_settings()``).
 
     The push configs of an evicted task are dropped with it.
     """
     push_store = BoundedMemoryPushConfigStore()
     task_store = BoundedMemoryTaskStore(limits, on_evict=push_store.forget)
-    return Stores(task_store, push_store, "memory")
+    failures = MemoryFailureStore(failure_retention or FailureRetention.from_settings())
+    return Stores(task_store, push_store, "memory", failures=failures)
 
 
 async def open_stores(
@@ -281,8 +312,9 @@ async def open_stores(
     home: Path | None = None,
     push_encryption_key: bytes | None = None,
     memory_limits: MemoryLimits | None = None,
+    failure_retention: FailureRetention | None = None,
 ) -> Stores:
-    """Open the task and push-config stores of ``kind``, creating tables if needed.
+    """Open the task, push-config and failure stores of ``kind``, creating tables if needed.
 
     ``kind`` defaults to ``postgres`` when ``dsn`` or ``LLAMON_DATABASE_URL`` is set, else
     ``sqlite``. ``home`` is the SQLite directory (default ``llamon_home()``).
@@ -292,18 +324,22 @@ async def open_stores(
     ``ValueError`` for an unknown kind, a postgres store without a DSN, a DSN that is not
     a PostgreSQL URL, ``memory_limits`` for another kind, a SQLite file written by a newer
     llamon, or a push key that is not a Fernet key; connection errors propagate.
+    ``failure_retention`` bounds ``stores.failures`` (default
+    ``FailureRetention.from_settings()``: 30 days, 100 000 rows, or ``LLAMON_FAILURES_*``);
+    rows past it are pruned on open and every ``PRUNE_EVERY`` writes.
     """
     resolved, raw_dsn = _resolve_kind(kind, dsn)
     if memory_limits is not None and resolved != "memory":
         raise ValueError(f"memory_limits= is only used by the memory store, not by {resolved!r}")
+    retention = failure_retention or FailureRetention.from_settings()
     if resolved == "memory":
-        return memory_stores(memory_limits)
+        return memory_stores(memory_limits, retention)
     if resolved == "sqlite":
-        return await _open_sqlite_stores(home, push_encryption_key)
+        return await _open_sqlite_stores(home, push_encryption_key, retention)
     url = normalize_postgres_dsn(raw_dsn or "")
     description = f"postgres:{_mask_dsn(url)}"
     return await _open_database_stores(
-        _postgres_engine(url), "postgres", description, push_encryption_key
+        _postgres_engine(url), "postgres", description, push_encryption_key, retention
     )
 
 
