@@ -113,7 +113,8 @@ async def test_llamon_failures_lists_what_the_served_agent_stored(tmp_path: Path
         "failures", "--home", str(tmp_path), "--code", "upstream_timeout", "--since", "1h"
     )
     assert only.exit_code == 0, only.output
-    assert tasks["s1"].id in only.stdout and tasks["s2"].id in only.stdout
+    assert tasks["s1"].id in only.stdout
+    assert tasks["s2"].id in only.stdout
     assert tasks["boom"].id not in only.stdout
     assert timeout.operator_action in only.stdout
     none = await cli("failures", "--home", str(tmp_path), "--tool", "nothing")
@@ -126,7 +127,7 @@ async def test_llamon_failures_lists_what_the_served_agent_stored(tmp_path: Path
         (tasks["boom"].id, "failed", "INTERNAL_ERROR"),
     ]
     every = as_json(await cli("tasks", "--home", str(tmp_path), "--json"))
-    assert [t["id"] for t in every["tasks"]][0] == tasks["hi"].id
+    assert next(t["id"] for t in every["tasks"]) == tasks["hi"].id
 
     one = as_json(await cli("task", tasks["boom"].id, "--home", str(tmp_path), "--json"))
     assert one["task"]["status"]["state"] == "failed"
@@ -199,7 +200,8 @@ async def test_llamon_serve_logs_one_json_line_per_task_end(tmp_path: Path) -> N
     assert [(r["logger"], r["level"]) for r in ends] == [("llamon_agent.a2a", "INFO")] * 2
     first, second = ends
     assert first["time"].endswith("Z")
-    assert isinstance(first["durationMs"], float) and first["durationMs"] >= 0
+    assert isinstance(first["durationMs"], float)
+    assert first["durationMs"] >= 0
     assert {k: v for k, v in first.items() if k not in ("time", "durationMs")} == {
         "level": "INFO",
         "logger": "llamon_agent.a2a",
