@@ -30,8 +30,6 @@ from tests._support.a2a_server import (
 from tests._support.serve import rpc
 from tests.e2e.test_operator_logs import SECRET, send_params, serve
 
-pytestmark = pytest.mark.reason("timeout")
-
 
 class SearchTimedOut(
     LlamonError, code=ErrorCode.UPSTREAM_TIMEOUT, reason="timeout", retriable=True

@@ -361,25 +361,15 @@ def task_command(
         }
         typer.echo(json.dumps(document, ensure_ascii=False, indent=2))
         return
-    console = Console()
-    console.print(f"task {task.id}  context {task.context_id}", highlight=False, markup=False)
-    console.print(
-        f"state {task.status.state.value}  at {task.status.timestamp or '-'}", highlight=False
-    )
+    typer.echo(f"task {task.id}  context {task.context_id}")
+    typer.echo(f"state {task.status.state.value}  at {task.status.timestamp or '-'}")
     for artifact in task.artifacts or []:
         body = json.dumps(
             [part.root.model_dump(mode="json", exclude_none=True) for part in artifact.parts],
             ensure_ascii=False,
         )
-        name = artifact.name or artifact.artifact_id
-        console.print(f"artifact {name}: {body}", highlight=False, markup=False)
+        typer.echo(f"artifact {artifact.name or artifact.artifact_id}: {body}")
     if error is not None:
-        console.print(
-            "error data: " + json.dumps(error, ensure_ascii=False), highlight=False, markup=False
-        )
+        typer.echo("error data: " + json.dumps(error, ensure_ascii=False))
     for row in failures:
-        console.print(
-            "failure record: " + json.dumps(_failure_json(row), ensure_ascii=False),
-            highlight=False,
-            markup=False,
-        )
+        typer.echo("failure record: " + json.dumps(_failure_json(row), ensure_ascii=False))
