@@ -238,3 +238,22 @@ async def test_a_schema_3_file_gains_the_failure_table_and_keeps_its_tasks(
         "llamon_failures_time",
         "llamon_failures_tool",
     ]
+
+
+async def test_recent_tasks_of_a_database_store_newest_first_by_state(
+    store_kinds: Stores,
+) -> None:
+    from llamon_agent.a2a.stores.failures_tasks import error_data_of, recent_tasks
+
+    if store_kinds.kind == "memory":
+        with pytest.raises(ValueError, match="keeps its tasks in the serving process"):
+            await recent_tasks(store_kinds)
+        return
+    for task_id, state in (("a1", TaskState.completed), ("a2", TaskState.failed)):
+        status = TaskStatus(state=state)
+        await store_kinds.task_store.save(Task(id=task_id, context_id="c", status=status))
+    assert [t.id for t in await recent_tasks(store_kinds, state="failed")] == ["a2"]
+    assert sorted(t.id for t in await recent_tasks(store_kinds)) == ["a1", "a2"]
+    assert error_data_of((await recent_tasks(store_kinds, state="failed"))[0]) is None
+    with pytest.raises(ValueError, match="state 'lost': use one of"):
+        await recent_tasks(store_kinds, state="lost")
