@@ -7,7 +7,7 @@ What the caller sees:
   thread. The table and its indexes are part of the SQLite schema (``SQLITE_FAILURE_SCHEMA``,
   created by ``open_sqlite_database``).
 * ``PostgresFailureStore(engine)`` uses the engine of the PostgreSQL task store;
-  ``await create_postgres_failure_table(engine)`` creates the table and indexes.
+  ``await create_postgres_failure_table(connection)`` creates the table and indexes.
 * Both run the same SQL (named parameters): one index per filterable column, each with the
   time, so a filter plus a time range plus newest-first order reads only the rows returned;
   ``group_by`` counts from the same indexes.
@@ -37,7 +37,7 @@ from llamon_agent.a2a.stores.failures import (
 )
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncEngine
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
     from llamon_agent.a2a.stores.sqlite_db import SQLiteDatabase
 
@@ -245,13 +245,13 @@ class SQLiteFailureStore(FailureStore):
         return await self.database.write_returning(run)
 
 
-async def create_postgres_failure_table(engine: AsyncEngine) -> None:
-    """Create the failure table and its indexes on PostgreSQL if missing."""
+async def create_postgres_failure_table(connection: AsyncConnection) -> None:
+    """Create the failure table and its indexes on PostgreSQL if missing, in the
+    transaction of ``connection`` (``open_stores`` runs it with a2a's tables)."""
     from sqlalchemy import text
 
-    async with engine.begin() as connection:
-        for statement in _POSTGRES_SCHEMA:
-            await connection.execute(text(statement))
+    for statement in _POSTGRES_SCHEMA:
+        await connection.execute(text(statement))
 
 
 class PostgresFailureStore(FailureStore):

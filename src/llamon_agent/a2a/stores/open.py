@@ -221,7 +221,8 @@ def _postgres_engine(url: str) -> AsyncEngine:
 
 
 async def _create_tables(engine: AsyncEngine) -> None:
-    """Create both a2a tables if missing, in one transaction.
+    """Create both a2a tables (and, on PostgreSQL, the failure table) if missing, in one
+    transaction.
 
     Two replicas starting at once on an empty PostgreSQL can both decide a table is
     missing; the loser's ``CREATE`` fails with a duplicate error, and one retry (which now
@@ -235,6 +236,7 @@ async def _create_tables(engine: AsyncEngine) -> None:
                 await connection.run_sync(Base.metadata.create_all, tables=tables)
                 if connection.dialect.name == "postgresql":  # finds a repeated send
                     await connection.execute(text(postgres_sent_index(TaskModel.__tablename__)))
+                    await create_postgres_failure_table(connection)
             return
         except (IntegrityError, ProgrammingError):
             if attempt == 2:
@@ -258,7 +260,6 @@ async def _open_database_stores(
         await _create_tables(engine)
         await task_store.initialize()
         await push_store.initialize()
-        await create_postgres_failure_table(engine)
         failures = PostgresFailureStore(engine, retention)
         await failures.prune()
     except BaseException:
