@@ -155,7 +155,9 @@ def serve_command(
     ] = None,
     log_level: Annotated[
         str,
-        typer.Option(help="debug, info (default: a line per failed task), warning or error."),
+        typer.Option(
+            help="debug, info (default: a line per task end and per failed task), warning or error."
+        ),
     ] = "info",
     log_format: Annotated[
         str, typer.Option(help="text (default) or json: one line per record on stderr.")
