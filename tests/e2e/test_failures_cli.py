@@ -28,6 +28,7 @@ from tests._support.a2a_server import (
     user_message,
 )
 from tests._support.serve import rpc
+from tests._support.stores import postgres_schema
 from tests.e2e.test_operator_logs import SECRET, send_params, serve
 
 
@@ -55,10 +56,10 @@ def as_json(result: Result) -> Any:
     return json.loads(result.stdout)
 
 
-async def _served_failures(home: Path) -> dict[str, Any]:
-    """Send boom, search, search, hi to the agent served over SQLite in ``home``; the
-    final tasks by name."""
-    stores = await open_stores("sqlite", home=home)
+async def _served_failures(home: Path, dsn: str | None = None) -> dict[str, Any]:
+    """Send boom, search, search, hi to the agent served over SQLite in ``home`` (or the
+    PostgreSQL of ``dsn``); the final tasks by name."""
+    stores = await open_stores("postgres", dsn=dsn) if dsn else await open_stores(home=home)
     application = create_app(
         agent, make_card(), task_store=stores.task_store, failure_store=stores.failures
     )
@@ -232,3 +233,28 @@ async def test_llamon_serve_logs_one_json_line_per_task_end(tmp_path: Path) -> N
 def error_data_dict(task: dict[str, Any]) -> dict[str, Any]:
     parts: list[dict[str, Any]] = task["status"]["message"]["parts"]
     return next(p["data"] for p in parts if p["kind"] == "data")
+
+
+async def test_llamon_failures_reads_a_shared_postgresql_store(tmp_path: Path) -> None:
+    async with postgres_schema() as dsn:
+        tasks = await _served_failures(tmp_path, dsn)
+        listed = as_json(await cli("failures", "--database-url", dsn, "--json"))["failures"]
+        counted = as_json(await cli("failures", "--database-url", dsn, "--by", "tool", "--json"))[
+            "counts"
+        ]
+        failed = as_json(await cli("tasks", "--database-url", dsn, "--state", "failed", "--json"))
+        one = as_json(await cli("task", tasks["s1"].id, "--database-url", dsn, "--json"))
+    assert sorted((f["taskId"], f["reason"], f["tool"]) for f in listed) == sorted(
+        [
+            (tasks["s1"].id, "timeout", "search"),
+            (tasks["s2"].id, "timeout", "search"),
+            (tasks["boom"].id, error_data(tasks["boom"])["errorReason"], None),
+        ]
+    )
+    assert [(c["value"], c["count"]) for c in counted] == [("search", 2), (None, 1)]
+    assert sorted(t["id"] for t in failed["tasks"]) == sorted(
+        tasks[name].id for name in ("boom", "s1", "s2")
+    )
+    assert [(f["taskId"], f["errorCode"]) for f in one["failures"]] == [
+        (tasks["s1"].id, "UPSTREAM_TIMEOUT")
+    ]
