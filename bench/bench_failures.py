@@ -9,7 +9,8 @@ tools, 5 agents, 20 flow nodes, as ``StoredFailure`` rows written through the st
 insert); ``indexed`` is the file as ``open_stores("sqlite")`` creates it, ``no-index`` the
 same file with the failure indexes dropped (the named baseline: what the table alone
 gives). Each query below runs through ``SQLiteFailureStore.query`` / ``group_by`` (the
-reader thread, as ``llamon failures`` and a served agent use it), ``--repeat`` times per
+reader thread, as ``llamon failures`` and a served agent use it; the last row is ``prune``
+with nothing to drop, what the writer thread pays every 500 failures), ``--repeat`` times per
 variant, the two variants taking turns call by call so noise hits both alike. Printed per
 query: p50 and p99 in ms for each variant and the ratio no-index / indexed. Target: every
 query's p99 <= 50 ms on ``indexed``.
@@ -22,6 +23,7 @@ import asyncio
 import json
 import platform
 import random
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -129,6 +131,7 @@ def cases() -> list[Case]:
         Case("group by reason, 24h", lambda s: s.group_by("reason", q(since=day))),
         Case("group by code, 7d", lambda s: s.group_by("error_code", q(since=week))),
         Case("group by tool, code", lambda s: s.group_by("tool", q(code="UPSTREAM_TIMEOUT"))),
+        Case("prune, nothing to drop", lambda s: s.prune()),  # the writer's periodic cost
     ]
 
 
@@ -146,6 +149,9 @@ async def measure(count: int, repeat: int) -> dict[str, Any]:
         fill_s = time.perf_counter() - started
         try:
             stores = {"indexed": indexed.failures, "no-index": plain.failures}
+            for store in stores.values():  # the retention a store of this size would have
+                assert store is not None
+                store.retention = FailureRetention(max_age=60 * 86400.0, max_rows=count)
             results: dict[str, Any] = {}
             for case in cases():
                 timings: dict[str, list[float]] = {name: [] for name in stores}
@@ -175,7 +181,8 @@ async def measure(count: int, repeat: int) -> dict[str, Any]:
 def report(result: dict[str, Any]) -> bool:
     print(
         f"failure queries over {result['rows']:,} rows on SQLite, {result['repeat']} runs"
-        f" each (python {platform.python_version()}, fill {result['fill_seconds']:.1f} s)"
+        f" each (python {platform.python_version()}, SQLite {sqlite3.sqlite_version},"
+        f" fill {result['fill_seconds']:.1f} s)"
     )
     header = f"{'query':<28} {'indexed p50':>11} {'p99':>7} {'no-index p50':>12} {'p99':>8} {'p99 ratio':>9}"  # noqa: E501
     print(header)

@@ -112,9 +112,14 @@ _INSERT: Final = (
 )
 _SELECT: Final = f"SELECT id, {', '.join(_COLUMNS)} FROM {FAILURE_TABLE}"  # noqa: S608
 _DELETE_OLD: Final = f"DELETE FROM {FAILURE_TABLE} WHERE time < :oldest"  # noqa: S608
-_DELETE_SURPLUS: Final = (  # the newest ``keep`` by time stay; "{all}": no LIMIT
+_DELETE_SURPLUS: Final = (  # PostgreSQL: the newest ``keep`` by time stay
     f"DELETE FROM {FAILURE_TABLE} WHERE id IN (SELECT id FROM {FAILURE_TABLE}"  # noqa: S608
-    " ORDER BY time DESC, id DESC LIMIT {all} OFFSET :keep)"
+    " ORDER BY time DESC, id DESC OFFSET :keep)"
+)
+_SQLITE_DELETE_SURPLUS: Final = (  # one writer: ids follow the writes, and rows only ever
+    # leave from the old end, so the newest ``keep`` are the ids above max(id) - keep; two
+    # index lookups, where counting would read the whole table on the writer thread
+    f"DELETE FROM {FAILURE_TABLE} WHERE id <= (SELECT MAX(id) FROM {FAILURE_TABLE}) - :keep"  # noqa: S608
 )
 
 
@@ -193,15 +198,13 @@ def _row(values: Sequence[Any]) -> StoredFailure:
 
 
 def _prune_statements(
-    retention: FailureRetention, now: float, *, no_limit: str
+    retention: FailureRetention, now: float, *, surplus: str
 ) -> list[tuple[str, dict[str, Any]]]:
-    """The deletes of old rows, then of the rows past ``max_rows`` (the oldest by time);
-    ``no_limit`` is the dialect's LIMIT that means none (SQLite ``-1``, PostgreSQL ``ALL``)."""
+    """The deletes of old rows, then (``surplus``) of the oldest rows past ``max_rows``."""
     statements: list[tuple[str, dict[str, Any]]] = []
     if retention.max_age is not None:
         statements.append((_DELETE_OLD, {"oldest": now - retention.max_age}))
     if retention.max_rows is not None:
-        surplus = _DELETE_SURPLUS.replace("{all}", no_limit)
         statements.append((surplus, {"keep": retention.max_rows}))
     return statements
 
@@ -235,7 +238,7 @@ class SQLiteFailureStore(FailureStore):
     async def prune(self, now: float | None = None) -> int:
         """Delete failures past the retention, in one commit; returns how many."""
         moment = time.time() if now is None else now
-        statements = _prune_statements(self.retention, moment, no_limit="-1")
+        statements = _prune_statements(self.retention, moment, surplus=_SQLITE_DELETE_SURPLUS)
         if not statements:
             return 0
 
@@ -294,7 +297,7 @@ class PostgresFailureStore(FailureStore):
 
         removed = 0
         moment = time.time() if now is None else now
-        statements = _prune_statements(self.retention, moment, no_limit="ALL")
+        statements = _prune_statements(self.retention, moment, surplus=_DELETE_SURPLUS)
         async with self.engine.begin() as connection:
             for sql, params in statements:
                 result = await connection.execute(text(sql), params)
