@@ -257,3 +257,25 @@ async def test_recent_tasks_of_a_database_store_newest_first_by_state(
     assert error_data_of((await recent_tasks(store_kinds, state="failed"))[0]) is None
     with pytest.raises(ValueError, match="state 'lost': use one of"):
         await recent_tasks(store_kinds, state="lost")
+
+
+async def test_a_task_a_crash_left_working_is_a_stored_worker_lost_failure(
+    store_kinds: Stores,
+) -> None:
+    from llamon_agent.a2a.stores import WORKER_METADATA_KEY, reconcile_orphaned_tasks
+
+    if store_kinds.kind == "memory":
+        return  # its tasks died with the process
+    working = Task(
+        id="w1",
+        context_id="c1",
+        status=TaskStatus(state=TaskState.working),
+        metadata={WORKER_METADATA_KEY: "crashed"},
+    )
+    await store_kinds.task_store.save(working)
+    assert await reconcile_orphaned_tasks(store_kinds, worker="crashed") == ["w1"]
+    await _failures(store_kinds).flush()
+    rows = (await _failures(store_kinds).query()).rows
+    assert [(r.task_id, r.context_id, r.error_code, r.reason, r.retryable) for r in rows] == [
+        ("w1", "c1", "UPSTREAM_UNAVAILABLE", "worker_lost", True)
+    ]

@@ -9,6 +9,13 @@ finds a context's owner; ``workers`` names this worker and the states a crash le
 
 from __future__ import annotations
 
+from llamon_agent.a2a.stores.failures import (
+    FailureCount,
+    FailurePage,
+    FailureQuery,
+    FailureStore,
+    StoredFailure,
+)
 from llamon_agent.a2a.stores.open import (
     DATABASE_URL_ENV,
     HOME_ENV,
@@ -35,9 +42,14 @@ __all__ = [
     "SQLITE_FILENAME",
     "WORKER_ID_ENV",
     "WORKER_METADATA_KEY",
+    "FailureCount",
+    "FailurePage",
+    "FailureQuery",
     "FailureRetention",
+    "FailureStore",
     "MemoryLimits",
     "StoreKind",
+    "StoredFailure",
     "Stores",
     "llamon_home",
     "memory_stores",

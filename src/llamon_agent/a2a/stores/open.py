@@ -46,6 +46,7 @@ from llamon_agent.a2a.stores.failures import (
     FailureRetention,
     FailureStore,
     MemoryFailureStore,
+    StoredFailure,
 )
 from llamon_agent.a2a.stores.failures_sql import (
     PostgresFailureStore,
@@ -66,6 +67,7 @@ from llamon_agent.a2a.stores.sqlite import (
 from llamon_agent.a2a.stores.sqlite_db import SQLITE_BUSY_TIMEOUT_MS, SQLiteDatabase
 from llamon_agent.a2a.stores.workers import WORKER_METADATA_KEY, worker_id
 from llamon_agent.core.errors import ApplicationErrorData, ErrorCode, make_application_error_data
+from llamon_agent.core.failures import FailureRecord
 from llamon_agent.core.settings import (
     DATABASE_URL_ENV,
     HOME_ENV,
@@ -396,8 +398,10 @@ async def _end_each(
     ids: list[str],
     worker: str,
     error: ApplicationErrorData,
+    failures: FailureStore | None = None,
 ) -> list[str]:
-    """Load, fail and save the tasks one at a time; returns the ids actually ended."""
+    """Load, fail and save the tasks one at a time; returns the ids actually ended. Each
+    ended task's failure goes to ``failures``."""
     ended: list[str] = []
     for task_id in ids:
         task = await store.get(task_id)
@@ -405,6 +409,9 @@ async def _end_each(
             continue
         await store.save(_ended_as_failed(task, error))
         ended.append(task_id)
+        if failures is not None:
+            record = FailureRecord.from_error_data(error)
+            failures.record(StoredFailure.of(record, task_id=task_id, context_id=task.context_id))
     return ended
 
 
@@ -423,7 +430,8 @@ async def reconcile_orphaned_tasks(
     states whose ``metadata["llamon.worker"]`` is ``worker`` (default ``worker_id()``), or
     that has no stamp, gets a failed status whose message carries the TextPart and
     DataPart of ``make_application_error_data(code, reason, message, retriable=...)``.
-    Artifacts and history are kept; each task is saved through the store's own ``save``.
+    Artifacts and history are kept; each task is saved through the store's own ``save``,
+    and its failure kept in ``stores.failures``.
     Tasks in other states (including ``input-required``, which a new message resumes) and
     tasks stamped by other workers are never touched: with replicas sharing PostgreSQL,
     another worker's ``working`` task is most likely still running. Returns the ended ids,
@@ -438,7 +446,8 @@ async def reconcile_orphaned_tasks(
         return []
     owner = worker if worker is not None else worker_id()
     error = make_application_error_data(code, reason, message, retriable=retriable)
-    ended = await _end_each(store, await _orphan_ids(store, owner), owner, error)
+    ids = await _orphan_ids(store, owner)
+    ended = await _end_each(store, ids, owner, error, stores.failures)
     if ended:
         logger.warning(
             "ended %d task(s) left unfinished by worker %r; first ids: %s",
