@@ -508,9 +508,9 @@ class CustomAgentExecutor(AgentExecutor):
         self, run: _Run, exc: BaseException, data: ApplicationErrorData, flow: FlowContext | None
     ) -> FailureRecord | None:
         """The run's ``FailureRecord``, logged on ``llamon_agent.failures``; built only when
-        that line is enabled or a failure store keeps it."""
+        that line or the task-end line is enabled, or a failure store keeps it."""
         logged = failure_logger.isEnabledFor(logging.INFO)
-        if not logged and self.failure_store is None:
+        if not (logged or self.failure_store or logger.isEnabledFor(logging.INFO)):
             return None
         evidence: dict[str, object] = {}
         details = getattr(exc, "details", None)  # a LlamonError's keyword details
