@@ -74,10 +74,6 @@ Home = Annotated[
 AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
 
 
-class _BadOption(Exception):
-    """Bad input, named by its option: exit status 2."""
-
-
 def _fail(command: str, message: str, code: int) -> NoReturn:
     typer.echo(f"llamon {command}: {message}", err=True)
     raise typer.Exit(code)
@@ -141,13 +137,6 @@ async def _with_store(
         return await use(stores)
     finally:
         await stores.close()
-
-
-def _run(command: str, coroutine: Awaitable[T]) -> T:
-    try:
-        return asyncio.run(coroutine)  # type: ignore[arg-type]
-    except _BadOption as exc:
-        _fail(command, str(exc), 2)
 
 
 def _print_uncut(console: Console, table: Table) -> None:
@@ -230,7 +219,7 @@ def failures_command(
             return [], await stores.failures.group_by(group, query)
         return (await stores.failures.query(query)).rows, []
 
-    rows, counts = _run("failures", _with_store("failures", database_url, home, read))
+    rows, counts = asyncio.run(_with_store("failures", database_url, home, read))
     console = Console()
     if group is not None:
         if as_json:
@@ -319,7 +308,7 @@ def tasks_command(
         return await recent_tasks(stores, state=state, limit=limit)
 
     lines = [
-        _task_line(task) for task in _run("tasks", _with_store("tasks", database_url, home, read))
+        _task_line(task) for task in asyncio.run(_with_store("tasks", database_url, home, read))
     ]
     if as_json:
         typer.echo(json.dumps({"tasks": lines}, ensure_ascii=False, indent=2))
@@ -349,7 +338,7 @@ def task_command(
         failures = await stores.failures.query(FailureQuery(task_id=task_id))
         return task, failures.rows
 
-    task, failures = _run("task", _with_store("task", database_url, home, read))
+    task, failures = asyncio.run(_with_store("task", database_url, home, read))
     if task is None:
         _fail("task", f"no task {task_id!r} in this store.", 1)
     error = error_data_of(task)
