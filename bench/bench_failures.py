@@ -95,6 +95,8 @@ async def filled(home: Path, failures: list[StoredFailure], *, indexed: bool) ->
                 connection.execute(f"DROP INDEX {name}")
 
     await stores.database.write_returning(load)
+    assert stores.failures is not None
+    await stores.failures.prune()  # as every 500 writes: the planner's statistics
     return stores
 
 
