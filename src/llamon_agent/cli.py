@@ -4,6 +4,8 @@
   kind of answer, what an A2A client receives.
 * ``llamon serve module:agent`` serves your agent (``--card``, ``--store``, ``--api-key`` ...).
 * ``llamon card lint URL|FILE`` checks an agent card against the card-writing rules.
+* ``llamon failures`` lists failed tasks' failures (``--by reason`` counts them), ``llamon
+  tasks`` the newest tasks and ``llamon task ID`` one task, from the store ``serve`` writes.
 * ``llamon errors`` prints the error model: the eight error codes, the exception mapping
   table (with your rows when ``--import`` names your module), the JSON-RPC code table and
   the reason catalog; ``--json`` prints it as one JSON document.
@@ -27,6 +29,7 @@ from rich.table import Table
 from llamon_agent.a2a.card.cli import card_app
 from llamon_agent.a2a.serve_logging import LOG_FORMATS, LOG_LEVELS
 from llamon_agent.a2a.stores import MemoryLimits
+from llamon_agent.a2a.stores.failures_cli import failures_command, task_command, tasks_command
 from llamon_agent.cli_errors import UserError, listen_problem, store_problem
 from llamon_agent.core.catalog import reason_catalog
 from llamon_agent.core.classify import registered_rules
@@ -56,6 +59,9 @@ app = typer.Typer(
 
 
 app.add_typer(card_app, name="card", help="Build and check agent cards.")
+app.command("failures")(failures_command)
+app.command("tasks")(tasks_command)
+app.command("task")(task_command)
 
 
 @app.callback()
@@ -149,7 +155,9 @@ def serve_command(
     ] = None,
     log_level: Annotated[
         str,
-        typer.Option(help="debug, info (default: a line per failed task), warning or error."),
+        typer.Option(
+            help="debug, info (default: a line per task end and per failed task), warning or error."
+        ),
     ] = "info",
     log_format: Annotated[
         str, typer.Option(help="text (default) or json: one line per record on stderr.")

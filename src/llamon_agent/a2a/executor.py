@@ -41,9 +41,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -84,6 +85,7 @@ from llamon_agent.a2a.parts import (
 )
 from llamon_agent.a2a.protocol import RequestLimits, check_send_params, with_protocol_data
 from llamon_agent.a2a.states import PAUSED_STATES
+from llamon_agent.a2a.stores.failures import FailureStore, StoredFailure
 from llamon_agent.a2a.stores.guard import GuardedTaskStore
 from llamon_agent.a2a.stores.workers import WORKER_METADATA_KEY, worker_id
 from llamon_agent.a2a.task_locks import RunClaim, TaskClaims
@@ -96,7 +98,12 @@ from llamon_agent.core.hitl import HITLInterrupt
 from llamon_agent.core.logs import LOG_FIELDS, failure_log_fields
 from llamon_agent.exceptions import GuardrailBlockedError, LlamonApplicationError
 
-__all__ = ["CustomAgentExecutor", "RaisedProtocolErrors"]
+__all__ = [
+    "CustomAgentExecutor",
+    "RaisedProtocolErrors",
+    "task_end_log_fields",
+    "task_end_message",
+]
 
 logger = logging.getLogger("llamon_agent.a2a")
 failure_logger = logging.getLogger("llamon_agent.failures")
@@ -105,6 +112,10 @@ failure_logger = logging.getLogger("llamon_agent.failures")
 A failed task is an answer, not a server fault, so it is logged at INFO and the record is
 built only when that level is enabled. An unmapped exception is also logged at ERROR with
 its incident id and traceback (``llamon_agent.errors``).
+
+Every end of a run (completed, failed, canceled, input-required, auth-required) is also
+one INFO line on ``llamon_agent.a2a`` (``task_end_log_fields``): task id, state,
+errorCode, reason, stage, incident id and duration.
 """
 
 
@@ -166,6 +177,10 @@ class _Run:
     held: list[Part] | None = None
     published: bool = False
     ending: bool = False
+    started: float | None = field(default_factory=time.monotonic)
+    """``time.monotonic()`` when the run began (``None``: unknown, e.g. a cancel's)."""
+    failure: FailureRecord | None = None
+    """The failure this run ends with, once decided."""
 
     @property
     def task_id(self) -> str:
@@ -178,7 +193,13 @@ class _Run:
     def other_publisher(self) -> _Run:
         """Another publisher of this run's end (shutdown): the same task, queue and claim,
         its own ``ending``, so it ends the run only if the run's end is still open."""
-        return _Run(updater=self.updater, task=self.task, streaming=False, claim=self.claim)
+        return _Run(
+            updater=self.updater,
+            task=self.task,
+            streaming=False,
+            claim=self.claim,
+            started=self.started,
+        )
 
     @property
     def terminal(self) -> bool:
@@ -192,7 +213,9 @@ class CustomAgentExecutor(AgentExecutor):
 
     ``limits`` are the protocol-level checks made before a task exists; override
     ``_validate_request`` to add your own. ``task_store`` lets the executor write a
-    terminal state directly when the event queue fails.
+    terminal state directly when the event queue fails. ``failure_store`` keeps the
+    failure of every task that ends failed (``StoredFailure``, with ``agent_name``); its
+    writes never hold up or change an answer.
     """
 
     def __init__(
@@ -202,8 +225,12 @@ class CustomAgentExecutor(AgentExecutor):
         limits: RequestLimits | None = None,
         task_store: TaskStore | None = None,
         worker: str | None = None,
+        failure_store: FailureStore | None = None,
+        agent_name: str | None = None,
     ) -> None:
         self.agent = as_agent(agent)
+        self.failure_store = failure_store
+        self.agent_name = agent_name
         self.limits = limits or RequestLimits()
         self.task_store = task_store
         self.worker_id = worker or worker_id()
@@ -473,15 +500,18 @@ class CustomAgentExecutor(AgentExecutor):
                 except Exception:
                     logger.warning("task %s: artifact of node %s not kept", run.task_id, node)
         data = error_data_for_exception(exc, classification=found, **extras)
-        self._log_failure(run, exc, data, flow)
+        run.failure = self._log_failure(run, exc, data, flow)
         parts = application_error_to_parts(data)
         await self._end(run, TaskState.failed, parts, drop_artifacts=guardrail)
 
     def _log_failure(
         self, run: _Run, exc: BaseException, data: ApplicationErrorData, flow: FlowContext | None
-    ) -> None:
-        if not failure_logger.isEnabledFor(logging.INFO):
-            return
+    ) -> FailureRecord | None:
+        """The run's ``FailureRecord``, logged on ``llamon_agent.failures``; built only when
+        that line or the task-end line is enabled, or a failure store keeps it."""
+        logged = failure_logger.isEnabledFor(logging.INFO)
+        if not (logged or self.failure_store or logger.isEnabledFor(logging.INFO)):
+            return None
         evidence: dict[str, object] = {}
         details = getattr(exc, "details", None)  # a LlamonError's keyword details
         if isinstance(details, Mapping):
@@ -495,6 +525,8 @@ class CustomAgentExecutor(AgentExecutor):
             step_id=flow.node_id if flow else None,
             evidence=evidence,
         )
+        if not logged:
+            return record
         failure_logger.info(
             "task %s failed: %s %s",
             run.task_id,
@@ -502,12 +534,14 @@ class CustomAgentExecutor(AgentExecutor):
             json.dumps(record.to_dict(), ensure_ascii=False),
             extra={LOG_FIELDS: failure_log_fields(run.task_id, record)},
         )
+        return record
 
     async def _protocol_failure(self, run: _Run, exc: ServerError) -> None:
         """The agent raised ServerError: a JSON-RPC error for the caller, a failed task."""
         if not await self._claim_terminal(run, TaskState.failed):
             return  # cancelled first: the caller gets the canceled task
         data = self._record_protocol_error(run.task_id, exc)
+        run.failure = FailureRecord.from_error_data(data)
         if run.held is not None:
             run.held.clear()
         await self._close_stream(run)
@@ -548,6 +582,9 @@ class CustomAgentExecutor(AgentExecutor):
             data = error_data_for_exception(exc)
         updater = TaskUpdater(event_queue, task_id, context_id)
         await updater.failed(updater.new_agent_message(application_error_to_parts(data)))
+        self._task_ended(
+            task_id, context_id, TaskState.failed, FailureRecord.from_error_data(data), None
+        )
         return True
 
     async def _end(
@@ -584,6 +621,7 @@ class CustomAgentExecutor(AgentExecutor):
         (nobody reads it any more) or when it refuses the event.
         """
         run.ending = False  # published below; nothing after it
+        self._task_ended(run.task_id, run.task.context_id, status.state, run.failure, run.started)
         queue = run.updater.event_queue
         if not to_store and not queue.is_closed():
             try:
@@ -625,6 +663,35 @@ class CustomAgentExecutor(AgentExecutor):
             run.claim.decide(TaskState.failed)  # no await: no _end can interleave with this
             run.ending = False
 
+    def _task_ended(
+        self,
+        task_id: str,
+        context_id: str,
+        state: TaskState,
+        failure: FailureRecord | None,
+        started: float | None,
+    ) -> None:
+        """The task-end log line, and a failed task's failure handed to the failure store.
+
+        Never raises: neither may change the answer being published."""
+        try:
+            if logger.isEnabledFor(logging.INFO):
+                duration = None if started is None else (time.monotonic() - started) * 1000
+                fields = task_end_log_fields(task_id, state.value, failure, duration)
+                logger.info(task_end_message(fields), extra={LOG_FIELDS: fields})
+            if state == TaskState.failed and failure is not None and self.failure_store:
+                self.failure_store.record(
+                    StoredFailure.of(
+                        failure,
+                        task_id=task_id,
+                        context_id=context_id,
+                        agent=self.agent_name,
+                        node=failure.step_id if failure.stage == Stage.FLOW_NODE else None,
+                    )
+                )
+        except Exception:
+            logger.warning("task %s: its end was not logged or stored", task_id, exc_info=True)
+
     # -- shutdown -------------------------------------------------------------------
 
     async def shutdown(self) -> list[str]:
@@ -647,6 +714,7 @@ class CustomAgentExecutor(AgentExecutor):
             stopper = run.other_publisher()  # the run itself may be publishing its own end
             if not await self._claim_terminal(stopper, TaskState.failed):
                 continue
+            stopper.failure = FailureRecord.from_error_data(data)
             status = TaskStatus(
                 state=TaskState.failed,
                 message=_agent_message(run, application_error_to_parts(data)),
@@ -690,6 +758,7 @@ class CustomAgentExecutor(AgentExecutor):
             task=task,
             streaming=False,
             claim=claim or RunClaim(task_id=task.id, context_id=task.context_id),
+            started=running.started if running is not None else None,
         )
         await self._end(canceler, TaskState.canceled, None)
 
@@ -721,6 +790,40 @@ def _agent_message(run: _Run, parts: list[Part]) -> Message:
         task_id=run.task_id,
         context_id=run.task.context_id,
     )
+
+
+def task_end_log_fields(
+    task_id: str, state: str, failure: FailureRecord | None, duration_ms: float | None
+) -> dict[str, object]:
+    """The structured fields of the task-end line: ``event`` (``task_end``), ``taskId``,
+    ``state``, ``errorCode``, ``reason``, ``stage``, ``incidentId`` (``None`` unless failed)
+    and ``durationMs`` (``None`` when unknown)."""
+    incident = failure.evidence.get("incident_id") if failure is not None else None
+    return {
+        "event": "task_end",
+        "taskId": task_id,
+        "state": state,
+        "errorCode": failure.error_code.value if failure is not None else None,
+        "reason": failure.reason if failure is not None else None,
+        "stage": failure.stage if failure is not None else None,
+        "incidentId": incident if isinstance(incident, str) else None,
+        "durationMs": None if duration_ms is None else round(duration_ms, 1),
+    }
+
+
+def task_end_message(fields: Mapping[str, object]) -> str:
+    """``task <id> <state> in <ms> ms`` and, for a failure, ``errorCode=... reason=...
+    stage=... incidentId=...`` (the fields that are set)."""
+    duration = fields.get("durationMs")
+    text = f"task {fields['taskId']} {fields['state']}"
+    if duration is not None:
+        text += f" in {duration} ms"
+    extras = [
+        f"{key}={fields[key]}"
+        for key in ("errorCode", "reason", "stage", "incidentId")
+        if fields.get(key) is not None
+    ]
+    return " ".join([text, *extras])
 
 
 def _now() -> str:

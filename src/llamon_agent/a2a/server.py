@@ -76,6 +76,7 @@ from llamon_agent.a2a.push import BackgroundPushSender, PolicyCheckedConfigStore
 from llamon_agent.a2a.push_policy import PushPolicy
 from llamon_agent.a2a.sent import DEFAULT_WINDOW
 from llamon_agent.a2a.stores import memory_stores
+from llamon_agent.a2a.stores.failures import FailureStore
 from llamon_agent.client.extensions import IDEMPOTENT_SEND_EXTENSION
 from llamon_agent.core.logs import install_log_scrubbing
 from llamon_agent.core.settings import idempotency_window_setting, push_allow_setting
@@ -399,6 +400,7 @@ def create_app(
     gc_freeze: bool = True,
     push_policy: PushPolicy | None = None,
     idempotency_window: float | None = None,
+    failure_store: FailureStore | None = None,
 ) -> Starlette:
     """The A2A Starlette app for ``agent`` (anything ``as_agent`` accepts) and its card.
 
@@ -428,6 +430,9 @@ def create_app(
     (``llamon_agent.a2a.sent``); ``None``: ``LLAMON_IDEMPOTENCY_WINDOW``, else 24 h;
     ``0``: off. A bad value raises ``ValueError``. ``app.state.llamon_sent_messages``
     holds them.
+    ``failure_store``: where every failed task's failure is kept, with the card's name as
+    its agent (``stores.failures``; default a bounded one in memory);
+    ``app.state.llamon_failure_store`` holds it.
     """
     install_log_scrubbing()
     _quiet_client_mistakes()
@@ -435,6 +440,9 @@ def create_app(
     tasks = defaults.task_store if task_store is None else task_store
     limits = limits or RequestLimits(input_modes=tuple(card.default_input_modes) or None)
     executor = executor or CustomAgentExecutor(agent, limits=limits, task_store=tasks)
+    if executor.failure_store is None:
+        executor.failure_store = failure_store or defaults.failures
+    executor.agent_name = executor.agent_name or card.name
     push_enabled = bool(card.capabilities and card.capabilities.push_notifications)
     push_store: PushNotificationConfigStore | None = None
     if push_enabled:
@@ -484,6 +492,7 @@ def create_app(
         app.add_middleware(AuthMiddleware, config=auth)
     app.state.llamon_executor = executor
     app.state.llamon_task_store = tasks
+    app.state.llamon_failure_store = executor.failure_store
     app.state.llamon_push_sender = push_sender
     app.state.llamon_sent_messages = handler.sent
     app.state.llamon_request_handler = handler
