@@ -61,6 +61,7 @@ from llamon_agent.a2a.body import (
     read_body,
 )
 from llamon_agent.a2a.card import auth_spec_from_card, mode_problems
+from llamon_agent.a2a.events_route import TaskEventLog, task_events_route
 from llamon_agent.a2a.executor import CustomAgentExecutor
 from llamon_agent.a2a.handler import LlamonRequestHandler
 from llamon_agent.a2a.health import health_routes
@@ -77,6 +78,7 @@ from llamon_agent.a2a.push_policy import PushPolicy
 from llamon_agent.a2a.sent import DEFAULT_WINDOW
 from llamon_agent.a2a.stores import memory_stores
 from llamon_agent.client.extensions import IDEMPOTENT_SEND_EXTENSION
+from llamon_agent.core.events import EventBus
 from llamon_agent.core.logs import install_log_scrubbing
 from llamon_agent.core.settings import idempotency_window_setting, push_allow_setting
 
@@ -399,6 +401,7 @@ def create_app(
     gc_freeze: bool = True,
     push_policy: PushPolicy | None = None,
     idempotency_window: float | None = None,
+    events: EventBus | None = None,
 ) -> Starlette:
     """The A2A Starlette app for ``agent`` (anything ``as_agent`` accepts) and its card.
 
@@ -428,13 +431,21 @@ def create_app(
     (``llamon_agent.a2a.sent``); ``None``: ``LLAMON_IDEMPOTENCY_WINDOW``, else 24 h;
     ``0``: off. A bad value raises ``ValueError``. ``app.state.llamon_sent_messages``
     holds them.
+    ``events``: the ``EventBus`` the tasks' runner events go to (the executor's, and the
+    loop, flow and MCP events of the agent inside each task); it also serves
+    ``GET /tasks/{id}/events`` (SSE, ``a2a.events_route``), whose ``TaskEventLog``
+    (``app.state.llamon_task_events``) subscribes to it. ``None``: no events, no route.
     """
     install_log_scrubbing()
     _quiet_client_mistakes()
     defaults = memory_stores()  # used for whichever store is not given
     tasks = defaults.task_store if task_store is None else task_store
     limits = limits or RequestLimits(input_modes=tuple(card.default_input_modes) or None)
-    executor = executor or CustomAgentExecutor(agent, limits=limits, task_store=tasks)
+    executor = executor or CustomAgentExecutor(
+        agent, limits=limits, task_store=tasks, events=events
+    )
+    if events is not None and executor.events is None:
+        executor.events = events
     push_enabled = bool(card.capabilities and card.capabilities.push_notifications)
     push_store: PushNotificationConfigStore | None = None
     if push_enabled:
@@ -479,10 +490,16 @@ def create_app(
         agent_card=card, http_handler=handler, extended_agent_card=extended_card, limits=limits
     ).build(lifespan=lifespan)
     app.router.routes.extend(health_routes(tasks))  # /healthz, /readyz: open, like the card
+    task_events: TaskEventLog | None = None
+    if events is not None:
+        task_events = TaskEventLog()
+        events.subscribe(task_events, name="task-events")
+        app.router.routes.append(task_events_route(task_events, handler.task_store))
     if auth is not None:
         app.add_middleware(AuthMiddleware, config=auth)
     app.state.llamon_executor = executor
     app.state.llamon_task_store = tasks
     app.state.llamon_push_sender = push_sender
     app.state.llamon_sent_messages = handler.sent
+    app.state.llamon_task_events = task_events
     return app

@@ -1,0 +1,440 @@
+"""Runner events: one transport-neutral event model for every runtime, and its bus.
+
+Every runtime -- the A2A executor, the tool loop, flows, MCP tools, model calls and the
+caller side -- emits the same ``RunnerEvent`` (see docs/operations.md, "Events", for the
+table of types). ``dataclasses.asdict(event)`` is JSON-ready; every field already passed
+the security boundary (``core.scrub``).
+
+An ``EventBus`` hands each event to its subscribers: in-process callbacks (plain or
+``async``) and JSON-lines writers. Each subscriber reads from its own bounded queue,
+drained by its own task, so a slow, blocked or raising subscriber never slows or fails
+the run: when its queue is full the event is dropped for it and its ``dropped`` counter
+grows; a callback that raises is logged (its exception type only) and counted in
+``failed``. With no subscriber a bus costs one attribute test (``bus.active``), and
+emitters build no event.
+
+Where events go: the A2A server runs each task inside ``event_scope(bus, task_id=...,
+context_id=...)``, so a tool loop, a flow or an MCP tool running inside that task emits
+into the server's bus, stamped with the task's ids, without any wiring.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextvars import ContextVar
+from dataclasses import asdict, dataclass, field, fields
+from typing import IO, Final, TypeAlias
+
+from llamon_agent.core.failures import FailureRecord
+from llamon_agent.core.scrub import scrub_evidence, scrub_forwarded, scrub_public_text
+
+__all__ = [
+    "DEFAULT_QUEUE_SIZE",
+    "EventBus",
+    "EventCallback",
+    "EventScope",
+    "RunnerEvent",
+    "Subscription",
+    "current_scope",
+    "emit",
+    "event_scope",
+    "event_to_json",
+    "failure_metadata",
+    "observed",
+]
+
+logger = logging.getLogger("llamon_agent.events")
+
+DEFAULT_QUEUE_SIZE: Final = 1024
+"""Events a subscriber may have waiting before further ones are dropped for it."""
+
+_FAILURE_KEYS: Final = ("failure_reason", "error_code", "retryable", "message", "http_status")
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerEvent:
+    """One thing that happened in a run, a task, a flow or a call.
+
+    ``type`` (``task.failed``, ``step.started`` ...) and ``stage`` (where: ``a2a_serve``,
+    ``tool_loop``, ``flow_node`` ...) say what; ``run_id`` names one loop run, ``task_id``
+    and ``context_id`` the A2A task it belongs to, ``round`` the loop round, ``tool`` and
+    ``step_id`` the tool call, ``node`` the flow node. ``trace_metadata`` holds the
+    details; for a failure ``failure_reason``, ``error_code``, ``retryable``, ``message``
+    and ``http_status`` when known, then the failure's evidence (allow-listed). ``extra``
+    holds fields this SDK does not know, received from an upstream event: kept when
+    forwarded, scrubbed by value (``scrub_forwarded``) when the event is made. ``time``
+    is seconds since the epoch.
+    """
+
+    type: str
+    stage: str
+    run_id: str = ""
+    round: int = 0
+    tool: str | None = None
+    step_id: str | None = None
+    trace_metadata: Mapping[str, object] = field(default_factory=dict)
+    task_id: str | None = None
+    context_id: str | None = None
+    node: str | None = None
+    time: float = field(default_factory=time.time)
+    extra: Mapping[str, object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.extra:
+            object.__setattr__(self, "extra", scrub_forwarded(self.extra))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> RunnerEvent:
+        """An event received from elsewhere (another agent's SSE, a JSON line), made safe.
+
+        Known fields are read (text scrubbed, a wrong type replaced by its default); every
+        other field goes to ``extra``, kept and scrubbed by value. In ``trace_metadata``
+        the failure fields are kept by value and the rest passes the evidence allow-list.
+        """
+        known = {f.name for f in fields(cls)}
+        extra = {k: v for k, v in data.items() if k not in known}
+        upstream_extra = data.get("extra")
+        if isinstance(upstream_extra, Mapping):
+            extra = {**upstream_extra, **extra}
+        meta = data.get("trace_metadata")
+        metadata: dict[str, object] = {}
+        if isinstance(meta, Mapping):
+            kept = {k: meta[k] for k in _FAILURE_KEYS if k in meta}
+            rest = {k: v for k, v in meta.items() if k not in _FAILURE_KEYS}
+            metadata = {**scrub_forwarded(kept), **scrub_evidence(rest)}
+        raw_round = data.get("round")
+        raw_time = data.get("time")
+        return cls(
+            type=_text(data.get("type")) or "unknown",
+            stage=_text(data.get("stage")) or "unknown",
+            run_id=_text(data.get("run_id")) or "",
+            round=raw_round
+            if isinstance(raw_round, int) and not isinstance(raw_round, bool)
+            else 0,
+            tool=_text(data.get("tool")),
+            step_id=_text(data.get("step_id")),
+            trace_metadata=metadata,
+            task_id=_text(data.get("task_id")),
+            context_id=_text(data.get("context_id")),
+            node=_text(data.get("node")),
+            time=float(raw_time) if isinstance(raw_time, int | float) else time.time(),
+            extra=extra,
+        )
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else scrub_public_text(str(value), max_length=200)
+
+
+def event_to_json(event: RunnerEvent) -> str:
+    """``json.dumps(asdict(event))``: one JSON object, no newline (a JSON line's body)."""
+    return json.dumps(asdict(event), ensure_ascii=False, default=str)
+
+
+def failure_metadata(record: FailureRecord) -> dict[str, object]:
+    """``trace_metadata`` for a failure: ``failure_reason``, ``error_code``, ``retryable``,
+    ``message``, then the record's evidence (``http_status`` among it when known)."""
+    return {
+        "failure_reason": record.reason,
+        "error_code": record.error_code.value,
+        "retryable": record.retryable,
+        "message": record.message,
+        **record.evidence,
+    }
+
+
+EventCallback: TypeAlias = Callable[[RunnerEvent], Awaitable[None] | None]
+"""Receives each ``RunnerEvent``; may be a plain or an ``async`` function."""
+
+
+class Subscription:
+    """One subscriber of an ``EventBus``: its callback, bounded queue and counters.
+
+    ``delivered`` counts events its callback returned from, ``failed`` those it raised
+    on, ``dropped`` those never given to it because its queue was full (``maxsize``
+    events waiting). ``close()`` (or ``bus.unsubscribe``) stops it; waiting events are
+    dropped.
+    """
+
+    __slots__ = (
+        "_loop",
+        "_queue",
+        "_task",
+        "_waiter",
+        "callback",
+        "closed",
+        "delivered",
+        "dropped",
+        "failed",
+        "maxsize",
+        "name",
+    )
+
+    def __init__(self, callback: EventCallback, *, maxsize: int, name: str) -> None:
+        if maxsize < 1:
+            raise ValueError(f"maxsize must be at least 1, got {maxsize!r}")
+        self.callback = callback
+        self.maxsize = maxsize
+        self.name = name
+        self.delivered = 0
+        self.failed = 0
+        self.dropped = 0
+        self.closed = False
+        self._queue: deque[RunnerEvent] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def pending(self) -> int:
+        """Events waiting in the queue (not counting one being delivered)."""
+        return len(self._queue)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing waits and nothing is being delivered."""
+        return not self._queue and (self._waiter is not None or self._task is None)
+
+    def offer(self, event: RunnerEvent) -> None:
+        """Queue ``event`` (or count it dropped); never blocks, never raises."""
+        if self.closed:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # another thread (a sync flow node): hand it to the loop
+            if self._loop is None or self._loop.is_closed():
+                self.dropped += 1
+                return
+            self._loop.call_soon_threadsafe(self.offer, event)
+            return
+        if len(self._queue) >= self.maxsize:
+            self.dropped += 1
+            return
+        self._queue.append(event)
+        task = self._task
+        if task is None or task.done() or self._loop is not loop:
+            self._loop = loop
+            self._waiter = None
+            self._task = loop.create_task(self._drain(), name=f"llamon-events-{self.name}")
+            return
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def _drain(self) -> None:
+        loop = asyncio.get_running_loop()
+        queue = self._queue
+        while not self.closed:
+            if not queue:
+                self._waiter = loop.create_future()
+                try:
+                    await self._waiter
+                finally:
+                    self._waiter = None
+                continue
+            event = queue.popleft()
+            try:
+                maybe = self.callback(event)
+                if inspect.isawaitable(maybe):
+                    await maybe
+                self.delivered += 1
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.failed += 1
+                logger.warning(
+                    "event subscriber %s raised %s on %s; ignored",
+                    self.name,
+                    type(exc).__name__,
+                    event.type,
+                )
+
+    def close(self) -> None:
+        """Stop delivering; what waits is dropped (not counted)."""
+        self.closed = True
+        self._queue.clear()
+        task = self._task
+        if task is not None and not task.done():
+            with contextlib.suppress(RuntimeError):  # its loop is gone
+                task.cancel()
+
+
+class _JsonLines:
+    """Writes one ``json.dumps(asdict(event))`` per line to a stream (flushed)."""
+
+    __slots__ = ("close_after", "stream")
+
+    def __init__(self, stream: IO[str], *, close_after: bool) -> None:
+        self.stream = stream
+        self.close_after = close_after
+
+    def __call__(self, event: RunnerEvent) -> None:
+        self.stream.write(event_to_json(event) + "\n")
+        self.stream.flush()
+
+
+class EventBus:
+    """Fans ``RunnerEvent``\\s out to subscribers (see the module docstring).
+
+    ``active`` is true while it has a subscriber: emitters test it before building an
+    event. ``publish`` never blocks and never raises.
+    """
+
+    __slots__ = ("_subscriptions", "active", "maxsize")
+
+    def __init__(self, *, maxsize: int = DEFAULT_QUEUE_SIZE) -> None:
+        self.maxsize = maxsize
+        self.active = False
+        self._subscriptions: tuple[Subscription, ...] = ()
+
+    @property
+    def subscriptions(self) -> tuple[Subscription, ...]:
+        """The current subscribers, in the order they subscribed."""
+        return self._subscriptions
+
+    @property
+    def dropped(self) -> int:
+        """Events dropped across the current subscribers (queues full)."""
+        return sum(sub.dropped for sub in self._subscriptions)
+
+    def subscribe(
+        self, callback: EventCallback, *, maxsize: int | None = None, name: str | None = None
+    ) -> Subscription:
+        """Call ``callback(event)`` (plain or ``async``) for each event from now on.
+
+        Events wait in a queue of ``maxsize`` (default: the bus's); when it is full further
+        ones are dropped for this subscriber and counted in ``Subscription.dropped``.
+        """
+        label = name or getattr(callback, "__name__", None) or type(callback).__name__
+        sub = Subscription(
+            callback, maxsize=self.maxsize if maxsize is None else maxsize, name=str(label)
+        )
+        self._subscriptions = (*self._subscriptions, sub)
+        self.active = True
+        return sub
+
+    def subscribe_jsonl(
+        self,
+        target: str | os.PathLike[str] | IO[str],
+        *,
+        maxsize: int | None = None,
+    ) -> Subscription:
+        """Write each event as one JSON line to ``target``: a path (appended to, created
+        if missing; closed on ``unsubscribe``) or an open text stream (left open)."""
+        if isinstance(target, str | os.PathLike):
+            stream: IO[str] = open(target, "a", encoding="utf-8")  # noqa: SIM115 - kept open
+            writer = _JsonLines(stream, close_after=True)
+        else:
+            writer = _JsonLines(target, close_after=False)
+        return self.subscribe(writer, maxsize=maxsize, name="jsonl")
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        """Stop ``subscription`` and remove it (a JSON-lines file is closed)."""
+        subscription.close()
+        self._subscriptions = tuple(s for s in self._subscriptions if s is not subscription)
+        self.active = bool(self._subscriptions)
+        writer = subscription.callback
+        if isinstance(writer, _JsonLines) and writer.close_after:
+            writer.stream.close()
+
+    def publish(self, event: RunnerEvent) -> None:
+        """Queue ``event`` for every subscriber; never blocks, never raises."""
+        for sub in self._subscriptions:
+            try:
+                sub.offer(event)
+            except Exception:  # pragma: no cover - offer is written not to raise
+                sub.dropped += 1
+
+    async def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until every subscriber has taken what waits for it (a blocked one counts
+        as flushed once its queue is empty). Returns False if ``timeout`` passed first."""
+        deadline = time.monotonic() + timeout
+        while any(sub.pending for sub in self._subscriptions if not sub.closed):
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0)
+        for _ in range(3):  # let the last taken event be delivered
+            await asyncio.sleep(0)
+        return True
+
+    async def aclose(self) -> None:
+        """Flush (bounded), then unsubscribe everyone."""
+        await self.flush(timeout=1.0)
+        for sub in self._subscriptions:
+            self.unsubscribe(sub)
+
+
+@dataclass(frozen=True, slots=True)
+class EventScope:
+    """The bus events go to here, and the task they belong to (``event_scope``)."""
+
+    bus: EventBus
+    task_id: str | None = None
+    context_id: str | None = None
+
+
+_scope: ContextVar[EventScope | None] = ContextVar("llamon_event_scope", default=None)
+
+
+def current_scope() -> EventScope | None:
+    """The innermost ``event_scope`` around the caller, or None."""
+    return _scope.get()
+
+
+@contextlib.contextmanager
+def event_scope(
+    bus: EventBus, *, task_id: str | None = None, context_id: str | None = None
+) -> Iterator[EventScope]:
+    """Within the block (and the tasks it starts), ``emit`` sends to ``bus``, stamped with
+    ``task_id`` and ``context_id``."""
+    scope = EventScope(bus, task_id, context_id)
+    token = _scope.set(scope)
+    try:
+        yield scope
+    finally:
+        _scope.reset(token)
+
+
+def observed() -> bool:
+    """Whether an event emitted here would reach anyone (test it before building one)."""
+    scope = _scope.get()
+    return scope is not None and scope.bus.active
+
+
+def emit(
+    type_: str,
+    stage: str,
+    *,
+    run_id: str = "",
+    round_number: int = 0,
+    tool: str | None = None,
+    step_id: str | None = None,
+    node: str | None = None,
+    metadata: Mapping[str, object] | None = None,
+) -> None:
+    """Publish one event to the current scope's bus (nothing when none listens)."""
+    scope = _scope.get()
+    if scope is None or not scope.bus.active:
+        return
+    scope.bus.publish(
+        RunnerEvent(
+            type_,
+            stage,
+            run_id,
+            round_number,
+            tool,
+            step_id,
+            metadata or {},
+            scope.task_id,
+            scope.context_id,
+            node,
+        )
+    )
