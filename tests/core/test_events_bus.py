@@ -61,10 +61,12 @@ async def test_a_blocked_and_a_raising_subscriber_never_stop_the_run() -> None:
     assert outcome.status == "completed"
     await asyncio.wait_for(all_arrived.wait(), timeout=5)
     types = [e.type for e in got]
-    assert types[0] == "run.started" and types[-1] == "run.completed"
+    assert types[0] == "run.started"
+    assert types[-1] == "run.completed"
     assert len(types) == 12  # run, 4 model calls, 3 x (step.started + ended), run.completed
     await bus.flush()
-    assert broken.failed == 12 and broken.delivered == 0
+    assert broken.failed == 12
+    assert broken.delivered == 0
     # one taken (blocked on), two waiting, the rest dropped and counted
     assert (stuck.delivered, stuck.pending, stuck.dropped) == (0, 2, 12 - 1 - 2)
     assert bus.dropped == 9

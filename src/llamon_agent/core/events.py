@@ -353,10 +353,11 @@ class EventBus:
             except Exception:  # pragma: no cover - offer is written not to raise
                 sub.dropped += 1
 
-    async def flush(self, timeout: float = 5.0) -> bool:
-        """Wait until every subscriber has taken what waits for it (a blocked one counts
-        as flushed once its queue is empty). Returns False if ``timeout`` passed first."""
-        deadline = time.monotonic() + timeout
+    async def flush(self, within: float = 5.0) -> bool:
+        """Wait until every subscriber has taken what waits for it, then let the last
+        ones be delivered. Returns False if ``within`` seconds passed first (a blocked
+        subscriber's queue never empties)."""
+        deadline = time.monotonic() + within
         while any(sub.pending for sub in self._subscriptions if not sub.closed):
             if time.monotonic() >= deadline:
                 return False
@@ -367,7 +368,7 @@ class EventBus:
 
     async def aclose(self) -> None:
         """Flush (bounded), then unsubscribe everyone."""
-        await self.flush(timeout=1.0)
+        await self.flush(within=1.0)
         for sub in self._subscriptions:
             self.unsubscribe(sub)
 
