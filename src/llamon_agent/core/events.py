@@ -375,11 +375,14 @@ class EventBus:
 
 @dataclass(frozen=True, slots=True)
 class EventScope:
-    """The bus events go to here, and the task they belong to (``event_scope``)."""
+    """The bus events go to here, and the task they belong to (``event_scope``); ``loop``
+    is the event loop the scope was opened on (events emitted from a worker thread, such
+    as a sync flow node's, are handed to it)."""
 
     bus: EventBus
     task_id: str | None = None
     context_id: str | None = None
+    loop: asyncio.AbstractEventLoop | None = None
 
 
 _scope: ContextVar[EventScope | None] = ContextVar("llamon_event_scope", default=None)
@@ -396,7 +399,11 @@ def event_scope(
 ) -> Iterator[EventScope]:
     """Within the block (and the tasks it starts), ``emit`` sends to ``bus``, stamped with
     ``task_id`` and ``context_id``."""
-    scope = EventScope(bus, task_id, context_id)
+    try:
+        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    scope = EventScope(bus, task_id, context_id, loop)
     token = _scope.set(scope)
     try:
         yield scope
@@ -425,17 +432,22 @@ def emit(
     scope = _scope.get()
     if scope is None or not scope.bus.active:
         return
-    scope.bus.publish(
-        RunnerEvent(
-            type_,
-            stage,
-            run_id,
-            round_number,
-            tool,
-            step_id,
-            metadata or {},
-            scope.task_id,
-            scope.context_id,
-            node,
-        )
+    event = RunnerEvent(
+        type_,
+        str(stage),
+        run_id,
+        round_number,
+        tool,
+        step_id,
+        metadata or {},
+        scope.task_id,
+        scope.context_id,
+        node,
     )
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # a worker thread: the scope's loop publishes it
+        if scope.loop is not None and not scope.loop.is_closed():
+            scope.loop.call_soon_threadsafe(scope.bus.publish, event)
+        return
+    scope.bus.publish(event)
