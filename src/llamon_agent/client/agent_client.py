@@ -57,7 +57,9 @@ from llamon_agent.client.extensions import IDEMPOTENT_SEND_EXTENSION
 from llamon_agent.client.result import RemoteResult
 from llamon_agent.client.retry import SYSTEM_CLOCK, RetryClock, RetryPolicy, call_with_retry
 from llamon_agent.core.classify import classify_received
-from llamon_agent.core.codes import ErrorCode
+from llamon_agent.core.codes import ErrorCode, Stage
+from llamon_agent.core.events import emit, failure_metadata, observed
+from llamon_agent.core.failures import FailureRecord
 from llamon_agent.exceptions import LlamonError
 
 if TYPE_CHECKING:
@@ -491,7 +493,7 @@ class AgentClient:
                 raise self._error(exc, task_id=task_id, context_id=context_id) from exc
 
         clock = self.clock
-        return await call_with_retry(
+        retried = call_with_retry(
             attempt,
             policy=retry or self.retry,
             idempotent=idempotent,
@@ -501,6 +503,26 @@ class AgentClient:
             rng=clock.random,
             operation=operation,
         )
+        if not observed():
+            return await retried
+        try:
+            answered = await retried
+        except Exception as exc:
+            record = FailureRecord.from_exception(exc, stage=Stage.A2A_CALL)
+            failed = {"operation": operation, "outcome": "failed", **failure_metadata(record)}
+            emit("remote.call", Stage.A2A_CALL, metadata=failed)
+            raise
+        card, answer = answered
+        metadata: dict[str, object] = {"operation": operation, "outcome": "ok"}
+        if isinstance(answer, Task):
+            metadata["state"] = answer.status.state.value
+            if answer.status.state in _FAILED:  # answered with a failed task
+                record = FailureRecord.from_exception(
+                    remote_error_from_task(answer, agent=card.name), stage=Stage.A2A_CALL
+                )
+                metadata.update(outcome="failed", **failure_metadata(record))
+        emit("remote.call", Stage.A2A_CALL, metadata=metadata)
+        return answered
 
     async def _cancel_remote(
         self, task_id: str | None, *, resend: MessageSendParams | None = None
