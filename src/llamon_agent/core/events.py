@@ -30,7 +30,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextvars import ContextVar
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import IO, Final, TypeAlias
 
 from llamon_agent.core.failures import FailureRecord
@@ -134,9 +134,36 @@ def _text(value: object) -> str | None:
     return None if value is None else scrub_public_text(str(value), max_length=200)
 
 
+def _json_default(value: object) -> object:
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, tuple | set | frozenset):
+        return list(value)
+    return str(value)
+
+
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, default=_json_default)
+
+
 def event_to_json(event: RunnerEvent) -> str:
-    """``json.dumps(asdict(event))``: one JSON object, no newline (a JSON line's body)."""
-    return json.dumps(asdict(event), ensure_ascii=False, default=str)
+    """The text of ``json.dumps(asdict(event))`` (one JSON object, no newline), made
+    without ``asdict``'s deep copy."""
+    return _ENCODER.encode(
+        {
+            "type": event.type,
+            "stage": event.stage,
+            "run_id": event.run_id,
+            "round": event.round,
+            "tool": event.tool,
+            "step_id": event.step_id,
+            "trace_metadata": event.trace_metadata,
+            "task_id": event.task_id,
+            "context_id": event.context_id,
+            "node": event.node,
+            "time": event.time,
+            "extra": event.extra,
+        }
+    )
 
 
 def failure_metadata(record: FailureRecord) -> dict[str, object]:
@@ -158,6 +185,7 @@ EventCallback: TypeAlias = Callable[[RunnerEvent], Awaitable[None] | None]
 class Subscription:
     """One subscriber of an ``EventBus``: its callback, bounded queue and counters.
 
+    A callback with a ``flush()`` method has it called each time the queue empties.
     ``delivered`` counts events its callback returned from, ``failed`` those it raised
     on, ``dropped`` those never given to it because its queue was full (``maxsize``
     events waiting). ``close()`` (or ``bus.unsubscribe``) stops it; waiting events are
@@ -232,8 +260,16 @@ class Subscription:
     async def _drain(self) -> None:
         loop = asyncio.get_running_loop()
         queue = self._queue
+        idle = getattr(self.callback, "flush", None)
         while not self.closed:
             if not queue:
+                if idle is not None:
+                    try:
+                        idle()
+                    except Exception as exc:
+                        logger.warning(
+                            "event subscriber %s: flush raised %s", self.name, type(exc).__name__
+                        )
                 self._waiter = loop.create_future()
                 try:
                     await self._waiter
@@ -268,7 +304,8 @@ class Subscription:
 
 
 class _JsonLines:
-    """Writes one ``json.dumps(asdict(event))`` per line to a stream (flushed)."""
+    """Writes one ``json.dumps(asdict(event))`` per line to a stream, flushed each time
+    the subscriber's queue empties (a burst of events is one write)."""
 
     __slots__ = ("close_after", "stream")
 
@@ -278,6 +315,8 @@ class _JsonLines:
 
     def __call__(self, event: RunnerEvent) -> None:
         self.stream.write(event_to_json(event) + "\n")
+
+    def flush(self) -> None:
         self.stream.flush()
 
 
