@@ -20,9 +20,10 @@ best-effort (see docs/client-retry.md).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
 
@@ -58,7 +59,7 @@ from llamon_agent.client.result import RemoteResult
 from llamon_agent.client.retry import SYSTEM_CLOCK, RetryClock, RetryPolicy, call_with_retry
 from llamon_agent.core.classify import classify_received
 from llamon_agent.core.codes import ErrorCode, Stage
-from llamon_agent.core.events import emit, failure_metadata, observed
+from llamon_agent.core.events import RunnerEvent, current_scope, emit, failure_metadata, observed
 from llamon_agent.core.failures import FailureRecord
 from llamon_agent.exceptions import LlamonError
 
@@ -463,6 +464,33 @@ class AgentClient:
                 raise _not_cancelable(exc) from exc
             raise
         return RemoteResult.from_task(task)
+
+    async def events(self, task_id: str, *, forward: bool = False) -> AsyncIterator[RunnerEvent]:
+        """The called agent's runner events of ``task_id`` (its ``GET /tasks/{id}/events``,
+        a llamon agent served with an ``EventBus``), until the one that ends the task's turn.
+
+        Each becomes a ``RunnerEvent`` with ``RunnerEvent.from_dict``: fields this SDK does
+        not know are kept in ``extra``, scrubbed by value. ``forward``: each is also
+        published to the bus of the surrounding ``event_scope`` (your server's, inside a
+        task), as received. A refused request (no such task for you, credentials, no
+        events route) raises the ``RemoteAgentError`` family, like any call.
+        """
+        card = await self.card()
+        headers = await self.auth.headers(card) if self.auth is not None else {}
+        url = f"{self._url.rstrip('/')}/tasks/{task_id}/events"
+        scope = current_scope() if forward else None
+        try:
+            async with self._http.stream("GET", url, headers=headers, timeout=None) as response:
+                response.raise_for_status()
+                async for line in response.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    event = RunnerEvent.from_dict(json.loads(line.removeprefix("data:")))
+                    if scope is not None and scope.bus.active:
+                        scope.bus.publish(event)
+                    yield event
+        except (httpx.HTTPError, ValueError) as exc:
+            raise self._error(exc, task_id=task_id, context_id=None) from exc
 
     # -- one call, retried ----------------------------------------------------------------
 

@@ -466,8 +466,12 @@ def emit(
     step_id: str | None = None,
     node: str | None = None,
     metadata: Mapping[str, object] | None = None,
+    extra: Mapping[str, object] | None = None,
 ) -> None:
-    """Publish one event to the current scope's bus (nothing when none listens)."""
+    """Publish one event to the current scope's bus (nothing when none listens).
+
+    ``extra``: fields of your own beyond the model's (kept by consumers that forward the
+    event, scrubbed by value)."""
     scope = _scope.get()
     if scope is None or not scope.bus.active:
         return
@@ -482,6 +486,7 @@ def emit(
         scope.task_id,
         scope.context_id,
         node,
+        extra=extra or {},
     )
     try:
         asyncio.get_running_loop()
