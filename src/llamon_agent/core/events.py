@@ -185,7 +185,8 @@ EventCallback: TypeAlias = Callable[[RunnerEvent], Awaitable[None] | None]
 class Subscription:
     """One subscriber of an ``EventBus``: its callback, bounded queue and counters.
 
-    A callback with a ``flush()`` method has it called each time the queue empties.
+    A callback with a ``flush()`` method has it called each time the queue empties (a
+    JSON-lines file is written once per burst of events).
     ``delivered`` counts events its callback returned from, ``failed`` those it raised
     on, ``dropped`` those never given to it because its queue was full (``maxsize``
     events waiting). ``close()`` (or ``bus.unsubscribe``) stops it; waiting events are
@@ -196,7 +197,6 @@ class Subscription:
         "_loop",
         "_queue",
         "_task",
-        "_waiter",
         "callback",
         "closed",
         "delivered",
@@ -217,7 +217,6 @@ class Subscription:
         self.dropped = 0
         self.closed = False
         self._queue: deque[RunnerEvent] = deque()
-        self._waiter: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -227,9 +226,9 @@ class Subscription:
         return len(self._queue)
 
     @property
-    def idle(self) -> bool:
-        """Nothing waits and nothing is being delivered."""
-        return not self._queue and (self._waiter is not None or self._task is None)
+    def busy(self) -> bool:
+        """Events wait, or one is being delivered."""
+        return bool(self._queue) or (self._task is not None and not self._task.done())
 
     def offer(self, event: RunnerEvent) -> None:
         """Queue ``event`` (or count it dropped); never blocks, never raises."""
@@ -249,33 +248,13 @@ class Subscription:
         self._queue.append(event)
         task = self._task
         if task is None or task.done() or self._loop is not loop:
+            # a reader per burst: it ends when the queue is empty, so none is left behind
             self._loop = loop
-            self._waiter = None
             self._task = loop.create_task(self._drain(), name=f"llamon-events-{self.name}")
-            return
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
 
     async def _drain(self) -> None:
-        loop = asyncio.get_running_loop()
         queue = self._queue
-        idle = getattr(self.callback, "flush", None)
-        while not self.closed:
-            if not queue:
-                if idle is not None:
-                    try:
-                        idle()
-                    except Exception as exc:
-                        logger.warning(
-                            "event subscriber %s: flush raised %s", self.name, type(exc).__name__
-                        )
-                self._waiter = loop.create_future()
-                try:
-                    await self._waiter
-                finally:
-                    self._waiter = None
-                continue
+        while queue and not self.closed:
             event = queue.popleft()
             try:
                 maybe = self.callback(event)
@@ -291,6 +270,14 @@ class Subscription:
                     self.name,
                     type(exc).__name__,
                     event.type,
+                )
+        flush = getattr(self.callback, "flush", None)
+        if flush is not None and not self.closed:
+            try:
+                flush()
+            except Exception as exc:
+                logger.warning(
+                    "event subscriber %s: flush raised %s", self.name, type(exc).__name__
                 )
 
     def close(self) -> None:
@@ -393,21 +380,18 @@ class EventBus:
                 sub.dropped += 1
 
     async def flush(self, within: float = 5.0) -> bool:
-        """Wait until every subscriber has taken what waits for it, then let the last
-        ones be delivered. Returns False if ``within`` seconds passed first (a blocked
-        subscriber's queue never empties)."""
+        """Wait until every subscriber has been given everything published so far.
+        Returns False if ``within`` seconds passed first (a subscriber is stuck)."""
         deadline = time.monotonic() + within
-        while any(sub.pending for sub in self._subscriptions if not sub.closed):
+        while any(sub.busy for sub in self._subscriptions if not sub.closed):
             if time.monotonic() >= deadline:
                 return False
-            await asyncio.sleep(0)
-        for _ in range(3):  # let the last taken event be delivered
-            await asyncio.sleep(0)
+            await asyncio.sleep(0.001)
         return True
 
     async def aclose(self) -> None:
         """Flush (bounded), then unsubscribe everyone."""
-        await self.flush(within=1.0)
+        await self.flush(within=1.0)  # a stuck subscriber is cancelled below
         for sub in self._subscriptions:
             self.unsubscribe(sub)
 
