@@ -37,6 +37,7 @@ __all__ = [
     "END_TYPES",
     "EVENTS_PATH",
     "LISTENER_QUEUE",
+    "LOG_QUEUE",
     "PER_TASK",
     "TASKS",
     "TaskEventLog",
@@ -46,10 +47,12 @@ __all__ = [
 EVENTS_PATH: Final = "/tasks/{task_id}/events"
 PER_TASK: Final = 256
 """Events kept per task for a late listener (the oldest go first)."""
-TASKS: Final = 1000
+TASKS: Final = 256
 """Tasks whose events are kept (the least recently active go first)."""
 LISTENER_QUEUE: Final = 1024
 """Live events one SSE listener may be behind before it is ended."""
+LOG_QUEUE: Final = 8192
+"""The log's own queue on the bus (events of every task, waiting to be kept)."""
 ENDED_GRACE: Final = 0.5
 """Seconds a listener of a task stored as ended waits for its last events to arrive."""
 KEEPALIVE: Final = 15.0

@@ -61,7 +61,7 @@ from llamon_agent.a2a.body import (
     read_body,
 )
 from llamon_agent.a2a.card import auth_spec_from_card, mode_problems
-from llamon_agent.a2a.events_route import TaskEventLog, task_events_route
+from llamon_agent.a2a.events_route import LOG_QUEUE, TaskEventLog, task_events_route
 from llamon_agent.a2a.executor import CustomAgentExecutor
 from llamon_agent.a2a.handler import LlamonRequestHandler
 from llamon_agent.a2a.health import health_routes
@@ -493,7 +493,7 @@ def create_app(
     task_events: TaskEventLog | None = None
     if events is not None:
         task_events = TaskEventLog()
-        events.subscribe(task_events, name="task-events")
+        events.subscribe(task_events, maxsize=LOG_QUEUE, name="task-events")
         app.router.routes.append(task_events_route(task_events, handler.task_store))
     if auth is not None:
         app.add_middleware(AuthMiddleware, config=auth)
