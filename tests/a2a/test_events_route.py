@@ -80,7 +80,7 @@ async def test_a_listener_that_falls_behind_is_ended(monkeypatch: pytest.MonkeyP
     log(_event("t1", "task.submitted"))
     stream = log.follow("t1")
     assert (await anext(stream)).type == "task.submitted"  # attached, now behind
-    reading = asyncio.create_task(anext(stream))
+    reading: asyncio.Future[RunnerEvent] = asyncio.ensure_future(anext(stream))
     await asyncio.sleep(0)
     for _ in range(5):  # nobody reads: the third one overflows the listener's queue
         log(_event("t1", "step.started"))
