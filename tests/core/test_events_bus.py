@@ -140,3 +140,40 @@ def test_no_subscriber_means_inactive_and_nothing_built() -> None:
 def test_a_queue_size_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="maxsize must be at least 1"):
         EventBus().subscribe(lambda event: None, maxsize=0)
+
+
+async def test_an_inline_subscriber_is_called_in_publish_and_its_failures_counted() -> None:
+    bus = EventBus()
+    seen: list[str] = []
+    inline = bus.subscribe_inline(lambda event: seen.append(event.type))
+
+    def broken(event: RunnerEvent) -> None:
+        raise ValueError("observer bug")
+
+    failing = bus.subscribe_inline(broken)
+    bus.publish(RunnerEvent("x.one", "execute"))
+    assert seen == ["x.one"]  # before any await
+    assert (inline.delivered, failing.failed) == (1, 1)
+
+    async def later(event: RunnerEvent) -> None:
+        return None
+
+    with pytest.raises(TypeError, match="plain function"):
+        bus.subscribe_inline(later)  # type: ignore[arg-type]
+
+
+async def test_bus_flush_writes_what_the_jsonl_file_holds(tmp_path: Path) -> None:
+    bus = EventBus()
+    path = tmp_path / "events.jsonl"
+    bus.subscribe_jsonl(path)
+    with event_scope(bus, task_id="t-1"):
+        for n in range(3):
+            emit("custom.mark", "execute", metadata={"n": n})
+            await asyncio.sleep(0)  # three bursts
+    assert await bus.flush()
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [(row["task_id"], row["trace_metadata"]["n"]) for row in rows] == [
+        ("t-1", 0),
+        ("t-1", 1),
+        ("t-1", 2),
+    ]

@@ -13,7 +13,8 @@ a restart) gives what is kept and ends at once. A listener that reads too slowly
 keep up (``LISTENER_QUEUE`` events behind) is ended; the run never waits for it.
 
 The route exists when ``create_app(..., events=bus)`` is given a bus; its
-``TaskEventLog`` is one subscriber of that bus (``app.state.llamon_task_events``).
+``TaskEventLog`` is an inline subscriber of that bus (``bus.subscribe_inline``: O(1),
+never blocking), ``app.state.llamon_task_events``.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ __all__ = [
     "END_TYPES",
     "EVENTS_PATH",
     "LISTENER_QUEUE",
-    "LOG_QUEUE",
     "PER_TASK",
     "TASKS",
     "TaskEventLog",
@@ -51,8 +51,6 @@ TASKS: Final = 256
 """Tasks whose events are kept (the least recently active go first)."""
 LISTENER_QUEUE: Final = 1024
 """Live events one SSE listener may be behind before it is ended."""
-LOG_QUEUE: Final = 8192
-"""The log's own queue on the bus (events of every task, waiting to be kept)."""
 ENDED_GRACE: Final = 0.5
 """Seconds a listener of a task stored as ended waits for its last events to arrive."""
 KEEPALIVE: Final = 15.0

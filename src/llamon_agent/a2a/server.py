@@ -61,7 +61,7 @@ from llamon_agent.a2a.body import (
     read_body,
 )
 from llamon_agent.a2a.card import auth_spec_from_card, mode_problems
-from llamon_agent.a2a.events_route import LOG_QUEUE, TaskEventLog, task_events_route
+from llamon_agent.a2a.events_route import TaskEventLog, task_events_route
 from llamon_agent.a2a.executor import CustomAgentExecutor
 from llamon_agent.a2a.handler import LlamonRequestHandler
 from llamon_agent.a2a.health import health_routes
@@ -481,6 +481,8 @@ def create_app(
                 logger.warning("server stopping: ended %d running task(s) failed", len(ended))
             if push_sender is not None:
                 await push_sender.aclose()
+            if events is not None:
+                await events.flush(within=1.0)  # the last events reach their files
             if on_shutdown is not None:
                 result = on_shutdown()
                 if hasattr(result, "__await__"):
@@ -493,7 +495,7 @@ def create_app(
     task_events: TaskEventLog | None = None
     if events is not None:
         task_events = TaskEventLog()
-        events.subscribe(task_events, maxsize=LOG_QUEUE, name="task-events")
+        events.subscribe_inline(task_events, name="task-events")  # O(1), never blocks
         app.router.routes.append(task_events_route(task_events, handler.task_store))
     if auth is not None:
         app.add_middleware(AuthMiddleware, config=auth)

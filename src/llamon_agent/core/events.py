@@ -38,6 +38,7 @@ from llamon_agent.core.scrub import scrub_evidence, scrub_forwarded, scrub_publi
 
 __all__ = [
     "DEFAULT_QUEUE_SIZE",
+    "JSONL_FLUSH_EVERY",
     "EventBus",
     "EventCallback",
     "EventScope",
@@ -55,6 +56,9 @@ logger = logging.getLogger("llamon_agent.events")
 
 DEFAULT_QUEUE_SIZE: Final = 1024
 """Events a subscriber may have waiting before further ones are dropped for it."""
+
+JSONL_FLUSH_EVERY: Final = 0.05
+"""Seconds between two flushes of a JSON-lines subscriber's stream (at most)."""
 
 _FAILURE_KEYS: Final = ("failure_reason", "error_code", "retryable", "message", "http_status")
 
@@ -202,14 +206,18 @@ class Subscription:
         "delivered",
         "dropped",
         "failed",
+        "inline",
         "maxsize",
         "name",
     )
 
-    def __init__(self, callback: EventCallback, *, maxsize: int, name: str) -> None:
+    def __init__(
+        self, callback: EventCallback, *, maxsize: int, name: str, inline: bool = False
+    ) -> None:
         if maxsize < 1:
             raise ValueError(f"maxsize must be at least 1, got {maxsize!r}")
         self.callback = callback
+        self.inline = inline
         self.maxsize = maxsize
         self.name = name
         self.delivered = 0
@@ -230,9 +238,18 @@ class Subscription:
         """Events wait, or one is being delivered."""
         return bool(self._queue) or (self._task is not None and not self._task.done())
 
+    @property
+    def reader(self) -> asyncio.Task[None] | None:
+        """The task delivering this subscriber's events while it has some, else None."""
+        task = self._task
+        return task if task is not None and not task.done() else None
+
     def offer(self, event: RunnerEvent) -> None:
         """Queue ``event`` (or count it dropped); never blocks, never raises."""
         if self.closed:
+            return
+        if self.inline:
+            self._deliver_inline(event)
             return
         try:
             loop = asyncio.get_running_loop()
@@ -251,6 +268,19 @@ class Subscription:
             # a reader per burst: it ends when the queue is empty, so none is left behind
             self._loop = loop
             self._task = loop.create_task(self._drain(), name=f"llamon-events-{self.name}")
+
+    def _deliver_inline(self, event: RunnerEvent) -> None:
+        try:
+            self.callback(event)
+            self.delivered += 1
+        except Exception as exc:
+            self.failed += 1
+            logger.warning(
+                "event subscriber %s raised %s on %s; ignored",
+                self.name,
+                type(exc).__name__,
+                event.type,
+            )
 
     async def _drain(self) -> None:
         queue = self._queue
@@ -291,20 +321,43 @@ class Subscription:
 
 
 class _JsonLines:
-    """Writes one ``json.dumps(asdict(event))`` per line to a stream, flushed each time
-    the subscriber's queue empties (a burst of events is one write)."""
+    """Writes one ``json.dumps(asdict(event))`` per line to a stream; flushed when the
+    subscriber's queue empties, at most every ``JSONL_FLUSH_EVERY`` seconds (a later
+    flush is scheduled), and at once by ``flush(force=True)``."""
 
-    __slots__ = ("close_after", "stream")
+    __slots__ = ("_last", "_timer", "close_after", "stream")
 
     def __init__(self, stream: IO[str], *, close_after: bool) -> None:
         self.stream = stream
         self.close_after = close_after
+        self._last = 0.0
+        self._timer: asyncio.TimerHandle | None = None
 
     def __call__(self, event: RunnerEvent) -> None:
         self.stream.write(event_to_json(event) + "\n")
 
-    def flush(self) -> None:
-        self.stream.flush()
+    def flush(self, *, force: bool = False) -> None:
+        wait = JSONL_FLUSH_EVERY - (time.monotonic() - self._last)
+        if force or wait <= 0:
+            self._flush_now()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(wait, self._flush_now)
+
+    def _flush_now(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._last = time.monotonic()
+        if not self.stream.closed:
+            try:
+                self.stream.flush()
+            except Exception as exc:  # a full disk, a closed pipe: never the run's problem
+                logger.warning("JSON-lines events: flush raised %s", type(exc).__name__)
+
+    def close(self) -> None:
+        self._flush_now()
+        if self.close_after:
+            self.stream.close()
 
 
 class EventBus:
@@ -330,6 +383,21 @@ class EventBus:
     def dropped(self) -> int:
         """Events dropped across the current subscribers (queues full)."""
         return sum(sub.dropped for sub in self._subscriptions)
+
+    def subscribe_inline(
+        self, callback: Callable[[RunnerEvent], None], *, name: str | None = None
+    ) -> Subscription:
+        """Call ``callback(event)`` in line, inside ``publish``: only for a plain function
+        that never blocks and costs O(1) (an in-memory index such as the SSE route's
+        log). It has no queue; an exception is logged and counted, never raised. An
+        ``async`` function raises ``TypeError``."""
+        if inspect.iscoroutinefunction(callback):
+            raise TypeError("subscribe_inline takes a plain function; use subscribe()")
+        label = name or getattr(callback, "__name__", None) or type(callback).__name__
+        sub = Subscription(callback, maxsize=1, name=str(label), inline=True)
+        self._subscriptions = (*self._subscriptions, sub)
+        self.active = True
+        return sub
 
     def subscribe(
         self, callback: EventCallback, *, maxsize: int | None = None, name: str | None = None
@@ -368,8 +436,8 @@ class EventBus:
         self._subscriptions = tuple(s for s in self._subscriptions if s is not subscription)
         self.active = bool(self._subscriptions)
         writer = subscription.callback
-        if isinstance(writer, _JsonLines) and writer.close_after:
-            writer.stream.close()
+        if isinstance(writer, _JsonLines):
+            writer.close()
 
     def publish(self, event: RunnerEvent) -> None:
         """Queue ``event`` for every subscriber; never blocks, never raises."""
@@ -380,14 +448,30 @@ class EventBus:
                 sub.dropped += 1
 
     async def flush(self, within: float = 5.0) -> bool:
-        """Wait until every subscriber has been given everything published so far.
-        Returns False if ``within`` seconds passed first (a subscriber is stuck)."""
+        """Wait until every subscriber has been given everything published so far, then
+        flush the JSON-lines files. Returns False if ``within`` seconds passed first (a
+        subscriber is stuck)."""
         deadline = time.monotonic() + within
-        while any(sub.busy for sub in self._subscriptions if not sub.closed):
-            if time.monotonic() >= deadline:
-                return False
-            await asyncio.sleep(0.001)
-        return True
+        done = True
+        while True:
+            loop = asyncio.get_running_loop()
+            readers = [
+                reader
+                for sub in self._subscriptions
+                if not sub.closed and (reader := sub.reader) is not None
+                if reader.get_loop() is loop
+            ]
+            if not readers:
+                break
+            left = deadline - time.monotonic()
+            if left <= 0:
+                done = False
+                break
+            await asyncio.wait(readers, timeout=left)
+        for sub in self._subscriptions:
+            if isinstance(sub.callback, _JsonLines):
+                sub.callback.flush(force=True)
+        return done
 
     async def aclose(self) -> None:
         """Flush (bounded), then unsubscribe everyone."""
