@@ -11,23 +11,27 @@ baseline is the package as it was at ``--baseline`` (a git revision, default: th
 merge-base of HEAD and ``main``), extracted with ``git archive`` into a temporary folder.
 Each side runs in its own worker process (``--worker SRC``), and the parent sends them
 the same measurement commands in turns, in a fresh random order each round, so drift and
-load from other processes hit every side alike. A second worker of the current tree
-(``after2``) runs the same commands as ``after``: its ratio to ``after`` is the noise band
-of comparing two processes.
+load from other processes hit every side alike. ``before`` (the baseline) and ``after``
+(this tree) run the same two plain variants; ``subs`` (this tree) runs the plain ones
+and those with a bus, so each subscribed variant is compared with no bus in the same
+process (a process's heap layout alone moves timings by a few percent: ``subs`` against
+``after`` on the same code is the A/A line).
 
 Variants (one operation each):
 
 * ``loop``: ``run_loop`` with a scripted model, R = 10 tool rounds of a trivial async tool
   and one answer round (as ``bench_loop.py``'s native variant); reported per round.
+  26 events a run: run.started, 11 x model.completed, 10 x step.started/completed,
+  run.completed (plus nothing else: no model adapter, no MCP).
   ``loop`` has no bus; ``loop-empty`` runs inside ``event_scope(bus)`` of a bus with no
   subscriber; ``loop-jsonl`` inside ``event_scope(bus)`` of a bus with a JSON-lines
-  subscriber writing to a file (26 events per run), the subscriber's work included
-  (``await bus.flush()`` inside the timed run).
+  subscriber writing to a file, the subscriber's work included (``await bus.flush()``
+  at the end of each timed batch).
 * ``a2a``: one blocking ``message/send`` of a trivial agent through ``create_app``'s ASGI
   app, called in process (no socket: the request's own cost, not the network's).
-  ``a2a`` has no bus; ``a2a-jsonl`` is ``create_app(..., events=bus)`` with a JSON-lines
-  subscriber (3 events per request, plus the SSE route's per-task log), flushed inside
-  the timed batch.
+  ``a2a`` has no bus; ``a2a-bus`` is ``create_app(..., events=bus)`` with no subscriber
+  of yours (the SSE route's per-task log is the bus's one subscriber); ``a2a-jsonl``
+  adds a JSON-lines subscriber (3 events per request), flushed inside the timed batch.
 
 Targets (issue 14): no subscriber <= 1.03 x the baseline; the JSON-lines subscriber
 <= 1.10 x.
@@ -51,8 +55,8 @@ from typing import Any
 
 ROUNDS = 10
 ROOT = Path(__file__).resolve().parent.parent
-AFTER_VARIANTS = ("loop", "loop-empty", "loop-jsonl", "a2a", "a2a-jsonl")
-BEFORE_VARIANTS = ("loop", "a2a")
+PLAIN_VARIANTS = ("loop", "a2a")
+SUBSCRIBED_VARIANTS = ("loop", "loop-empty", "loop-jsonl", "a2a", "a2a-bus", "a2a-jsonl")
 
 
 # ------------------------------------------------------------------------- the worker
@@ -64,12 +68,12 @@ class Worker:
     def __init__(self, tmp: str) -> None:
         self.tmp = tmp
         self.runners: dict[str, Any] = {}
+        self.buses: dict[str, Any] = {}
 
     async def setup(self, variants: list[str]) -> None:
         for variant in variants:
             self.runners[variant] = await self._make(variant)
-            for _ in range(50):  # warm-up (and a check that it works)
-                await self.runners[variant]()
+            await self.measure(variant, 50)  # warm-up (and a check that it works)
 
     async def _make(self, variant: str) -> Any:
         from llamon_agent.loop import ScriptedModel, Tool, ToolRegistry, run_loop, tool_call
@@ -89,6 +93,7 @@ class Worker:
                 bus = EventBus()
                 if variant == "loop-jsonl":
                     bus.subscribe_jsonl(os.path.join(self.tmp, f"loop-{os.getpid()}.jsonl"))
+                self.buses[variant] = bus
 
             async def run() -> None:
                 if bus is None:
@@ -96,8 +101,6 @@ class Worker:
                 else:
                     with event_scope(bus):
                         outcome = await run_loop(ScriptedModel(script), view, "go", max_rounds=11)
-                    if bus.active:
-                        await bus.flush()
                 assert outcome.answer == "done"
 
             return run
@@ -119,12 +122,14 @@ class Worker:
         )
         options: dict[str, Any] = {"gc_freeze": False}
         bus = None
-        if variant == "a2a-jsonl":
+        if variant != "a2a":
             from llamon_agent.core.events import EventBus
 
             bus = EventBus()
-            bus.subscribe_jsonl(os.path.join(self.tmp, f"a2a-{os.getpid()}.jsonl"))
+            if variant == "a2a-jsonl":
+                bus.subscribe_jsonl(os.path.join(self.tmp, f"a2a-{os.getpid()}.jsonl"))
             options["events"] = bus
+            self.buses[variant] = bus
         app = create_app(agent, card, **options)
 
         async def run() -> None:
@@ -145,17 +150,18 @@ class Worker:
             ).encode()
             answer = await asgi_post(app, body)
             assert b'"completed"' in answer, answer[:300]
-            if bus is not None:
-                await bus.flush()
 
         return run
 
     async def measure(self, variant: str, n: int) -> float:
         """Seconds per operation over ``n`` operations."""
         run = self.runners[variant]
+        bus = self.buses.get(variant)
         started = time.perf_counter()
         for _ in range(n):
             await run()
+        if bus is not None:  # the subscribers' work is part of the cost
+            assert await bus.flush()
         return (time.perf_counter() - started) / n
 
 
@@ -314,9 +320,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         before_src = extract(ref, Path(tmp))
         sides = [
-            Side("before", before_src, BEFORE_VARIANTS),
-            Side("after", ROOT / "src", AFTER_VARIANTS),
-            Side("after2", ROOT / "src", BEFORE_VARIANTS),
+            Side("before", before_src, PLAIN_VARIANTS),
+            Side("after", ROOT / "src", PLAIN_VARIANTS),
+            Side("subs", ROOT / "src", SUBSCRIBED_VARIANTS),
         ]
         print(f"baseline {ref[:12]} ({sides[0].where}); current: {sides[1].where}")
         results: dict[tuple[str, str], list[float]] = {}
@@ -345,42 +351,27 @@ def main() -> None:
             a / b for a, b in zip(results[(side, variant)], results[(base_side, base)], strict=True)
         ]
 
-    print("\nratios, per round (median, IQR) against the baseline process")
+    print("\nno subscriber: this tree against the baseline (two processes, same variants)")
     for kind in ("loop", "a2a"):
         print(
-            ratio_line(
-                f"after2 {kind} / before {kind}", ratios("after2", kind, "before", kind), 1.03
+            ratio_line(f"after {kind} / before {kind}", ratios("after", kind, "before", kind), 1.03)
+        )
+    print("\nsubscribers: against no bus in the same process")
+    print(ratio_line("loop-empty / loop", ratios("subs", "loop-empty", "subs", "loop"), 1.03))
+    print(ratio_line("a2a-bus / a2a", ratios("subs", "a2a-bus", "subs", "a2a"), 1.03))
+    for kind in ("loop", "a2a"):
+        jsonl = ratios("subs", f"{kind}-jsonl", "subs", kind)
+        print(ratio_line(f"{kind}-jsonl / {kind}", jsonl, 1.10))
+        extra = [
+            (a - b) / (26 if kind == "loop" else 3)
+            for a, b in zip(
+                results[("subs", f"{kind}-jsonl")], results[("subs", kind)], strict=True
             )
-        )
-        print(
-            ratio_line(
-                f"after  {kind} / before {kind}", ratios("after", kind, "before", kind), 1.03
-            )
-        )
-        print(
-            ratio_line(
-                f"after2 {kind} / after {kind} (A/A)", ratios("after2", kind, "after", kind), None
-            )
-        )
-        print(
-            ratio_line(
-                f"after {kind}-jsonl / before {kind}",
-                ratios("after", f"{kind}-jsonl", "before", kind),
-                1.10,
-            )
-        )
-        print(
-            ratio_line(
-                f"after {kind}-jsonl / after {kind}",
-                ratios("after", f"{kind}-jsonl", "after", kind),
-                1.10,
-            )
-        )
-    print(
-        ratio_line(
-            "after loop-empty / after loop", ratios("after", "loop-empty", "after", "loop"), 1.03
-        )
-    )
+        ]
+        print(f"  {kind}-jsonl: {statistics.median(extra) * 1e6:.1f} µs per event (median)")
+    print("\nA/A: the same tree in two processes (the noise of comparing processes)")
+    for kind in ("loop", "a2a"):
+        print(ratio_line(f"subs {kind} / after {kind}", ratios("subs", kind, "after", kind), None))
 
 
 if __name__ == "__main__":

@@ -177,3 +177,20 @@ async def test_bus_flush_writes_what_the_jsonl_file_holds(tmp_path: Path) -> Non
         ("t-1", 1),
         ("t-1", 2),
     ]
+
+
+async def test_a_plain_function_returning_coroutines_is_awaited_in_order() -> None:
+    bus = EventBus()
+    seen: list[str] = []
+
+    async def collect(event: RunnerEvent) -> None:
+        seen.append(event.type)
+
+    sub = bus.subscribe(lambda event: collect(event))
+    for n in range(3):
+        bus.publish(RunnerEvent(f"x.e{n}", "execute"))
+    assert await bus.flush()
+    bus.publish(RunnerEvent("x.e3", "execute"))
+    assert await bus.flush()
+    assert seen == ["x.e0", "x.e1", "x.e2", "x.e3"]
+    assert sub.delivered == 4

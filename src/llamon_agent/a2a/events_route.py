@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Final
 
 from a2a.server.apps.jsonrpc.jsonrpc_app import DefaultCallContextBuilder
@@ -82,10 +81,14 @@ _FINAL_STATES: Final = frozenset(
 _ENDED: Final = None  # what a listener's queue receives when it must stop
 
 
-@dataclass
 class _TaskEvents:
-    events: deque[RunnerEvent]
-    listeners: set[asyncio.Queue[RunnerEvent | None]] = field(default_factory=set)
+    """One task's kept events, and its live listeners (a set once someone listens)."""
+
+    __slots__ = ("events", "listeners")
+
+    def __init__(self, per_task: int) -> None:
+        self.events: deque[RunnerEvent] = deque(maxlen=per_task)
+        self.listeners: set[asyncio.Queue[RunnerEvent | None]] | None = None
 
 
 class TaskEventLog:
@@ -103,21 +106,22 @@ class TaskEventLog:
             return
         entry = self._tasks.get(task_id)
         if entry is None:
-            entry = _TaskEvents(deque(maxlen=self.per_task))
-            self._tasks[task_id] = entry
-            while len(self._tasks) > self.tasks:
+            entry = self._tasks[task_id] = _TaskEvents(self.per_task)
+            if len(self._tasks) > self.tasks:
                 _, old = self._tasks.popitem(last=False)
-                for queue in old.listeners:
+                for queue in old.listeners or ():
                     _stop(queue)
         else:
             self._tasks.move_to_end(task_id)
         entry.events.append(event)
-        for queue in tuple(entry.listeners):
-            try:
-                queue.put_nowait(event)
-            except asyncio.QueueFull:
-                entry.listeners.discard(queue)
-                _stop(queue)
+        listeners = entry.listeners
+        if listeners:
+            for queue in tuple(listeners):
+                try:
+                    queue.put_nowait(event)
+                except asyncio.QueueFull:
+                    listeners.discard(queue)
+                    _stop(queue)
 
     def kept(self, task_id: str) -> tuple[RunnerEvent, ...]:
         """The events kept for ``task_id``, oldest first."""
@@ -130,10 +134,11 @@ class TaskEventLog:
         nothing more is waited for after the kept events."""
         entry = self._tasks.get(task_id)
         if entry is None:
-            entry = _TaskEvents(deque(maxlen=self.per_task))
-            self._tasks[task_id] = entry
+            entry = self._tasks[task_id] = _TaskEvents(self.per_task)
         queue: asyncio.Queue[RunnerEvent | None] = asyncio.Queue(maxsize=LISTENER_QUEUE)
         kept = tuple(entry.events)  # no await between this and registering: no gap
+        if entry.listeners is None:
+            entry.listeners = set()
         entry.listeners.add(queue)
         try:
             for event in kept:

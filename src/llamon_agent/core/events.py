@@ -28,8 +28,8 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator, Mapping
-from contextvars import ContextVar
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field, fields
 from typing import IO, Final, TypeAlias
 
@@ -198,8 +198,10 @@ class Subscription:
     """
 
     __slots__ = (
+        "_asynchronous",
         "_loop",
         "_queue",
+        "_scheduled",
         "_task",
         "callback",
         "closed",
@@ -227,6 +229,10 @@ class Subscription:
         self._queue: deque[RunnerEvent] = deque()
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._scheduled = False
+        self._asynchronous = inspect.iscoroutinefunction(callback) or inspect.iscoroutinefunction(
+            type(callback).__call__
+        )
 
     @property
     def pending(self) -> int:
@@ -263,11 +269,40 @@ class Subscription:
             self.dropped += 1
             return
         self._queue.append(event)
+        if not self._asynchronous:  # a plain function: one loop callback per burst
+            if not self._scheduled or self._loop is not loop:
+                self._loop = loop
+                self._scheduled = True
+                loop.call_soon(self._drain_now)
+            return
         task = self._task
         if task is None or task.done() or self._loop is not loop:
             # a reader per burst: it ends when the queue is empty, so none is left behind
             self._loop = loop
             self._task = loop.create_task(self._drain(), name=f"llamon-events-{self.name}")
+
+    def _drain_now(self) -> None:
+        """Deliver what waits to a plain-function subscriber (a loop callback)."""
+        self._scheduled = False
+        queue = self._queue
+        while queue and not self.closed:
+            event = queue.popleft()
+            try:
+                maybe = self.callback(event)
+                if inspect.isawaitable(maybe):  # it answers awaitables: read it as async
+                    self._asynchronous = True
+                    self._task = asyncio.get_running_loop().create_task(self._drain(maybe))
+                    return
+                self.delivered += 1
+            except Exception as exc:
+                self.failed += 1
+                logger.warning(
+                    "event subscriber %s raised %s on %s; ignored",
+                    self.name,
+                    type(exc).__name__,
+                    event.type,
+                )
+        self._after_burst()
 
     def _deliver_inline(self, event: RunnerEvent) -> None:
         try:
@@ -282,8 +317,17 @@ class Subscription:
                 event.type,
             )
 
-    async def _drain(self) -> None:
+    async def _drain(self, first: Awaitable[object] | None = None) -> None:
         queue = self._queue
+        if first is not None:
+            try:
+                await first
+                self.delivered += 1
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.failed += 1
+                logger.warning("event subscriber %s raised %s", self.name, type(exc).__name__)
         while queue and not self.closed:
             event = queue.popleft()
             try:
@@ -301,6 +345,9 @@ class Subscription:
                     type(exc).__name__,
                     event.type,
                 )
+        self._after_burst()
+
+    def _after_burst(self) -> None:
         flush = getattr(self.callback, "flush", None)
         if flush is not None and not self.closed:
             try:
@@ -461,13 +508,17 @@ class EventBus:
                 if not sub.closed and (reader := sub.reader) is not None
                 if reader.get_loop() is loop
             ]
-            if not readers:
+            waiting = any(sub.pending for sub in self._subscriptions if not sub.closed)
+            if not readers and not waiting:
                 break
             left = deadline - time.monotonic()
             if left <= 0:
                 done = False
                 break
-            await asyncio.wait(readers, timeout=left)
+            if readers:
+                await asyncio.wait(readers, timeout=left)
+            else:
+                await asyncio.sleep(0)  # plain-function subscribers: their loop callback
         for sub in self._subscriptions:
             if isinstance(sub.callback, _JsonLines):
                 sub.callback.flush(force=True)
@@ -500,22 +551,30 @@ def current_scope() -> EventScope | None:
     return _scope.get()
 
 
-@contextlib.contextmanager
-def event_scope(
-    bus: EventBus, *, task_id: str | None = None, context_id: str | None = None
-) -> Iterator[EventScope]:
+class event_scope:  # noqa: N801 - used like a function: ``with event_scope(bus):``
     """Within the block (and the tasks it starts), ``emit`` sends to ``bus``, stamped with
-    ``task_id`` and ``context_id``."""
-    try:
-        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-    except RuntimeError:
-        loop = None
-    scope = EventScope(bus, task_id, context_id, loop)
-    token = _scope.set(scope)
-    try:
-        yield scope
-    finally:
-        _scope.reset(token)
+    ``task_id`` and ``context_id``; ``as`` gives the ``EventScope``."""
+
+    __slots__ = ("_token", "scope")
+
+    def __init__(
+        self, bus: EventBus, *, task_id: str | None = None, context_id: str | None = None
+    ) -> None:
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        self.scope = EventScope(bus, task_id, context_id, loop)
+        self._token: Token[EventScope | None] | None = None
+
+    def __enter__(self) -> EventScope:
+        self._token = _scope.set(self.scope)
+        return self.scope
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._token is not None:
+            _scope.reset(self._token)
+            self._token = None
 
 
 def observed() -> bool:
