@@ -273,3 +273,24 @@ async def test_sse_refuses_the_unauthenticated_and_hides_other_callers_tasks(
     async with caller(KEY_A) as alice:
         events = await sse(alice, served.url, task["id"])
     assert [e["type"] for e in events][-1] == "task.completed"
+
+
+async def test_answering_a_paused_task_is_a_resumed_working_then_its_end(served: Served) -> None:
+    async with caller(KEY_A) as http:
+        asked = await send(http, served.url, "ask")
+        await served.until(asked["id"], "task.input-required")
+        params = {
+            "message": text_message(
+                "the blue one", taskId=asked["id"], contextId=asked["contextId"]
+            )
+        }
+        reply = await post(http, served.url, request("message/send", params))
+        assert reply["result"]["status"]["state"] == "completed"
+        events = await served.until(asked["id"], "task.completed")
+    assert [(e.type, dict(e.trace_metadata)) for e in events] == [
+        ("task.submitted", {}),
+        ("task.working", {"resumed": False}),
+        ("task.input-required", {}),
+        ("task.working", {"resumed": True}),
+        ("task.completed", {}),
+    ]
