@@ -194,3 +194,26 @@ async def test_a_plain_function_returning_coroutines_is_awaited_in_order() -> No
     assert await bus.flush()
     assert seen == ["x.e0", "x.e1", "x.e2", "x.e3"]
     assert sub.delivered == 4
+
+
+async def test_publishing_from_a_thread_hands_the_event_to_the_loop() -> None:
+    bus = EventBus()
+    seen: list[tuple[str, bool]] = []
+    loop = asyncio.get_running_loop()
+
+    def on_loop(event: RunnerEvent) -> None:
+        try:
+            running = asyncio.get_running_loop() is loop
+        except RuntimeError:
+            running = False
+        seen.append((event.type, running))
+
+    bus.subscribe_inline(on_loop)
+    bus.publish(RunnerEvent("x.on-loop", "execute"))
+    await asyncio.to_thread(bus.publish, RunnerEvent("x.from-thread", "execute"))
+    await asyncio.sleep(0)  # the loop callback the thread scheduled
+    assert seen == [("x.on-loop", True), ("x.from-thread", True)]
+    lonely = EventBus()
+    sub = lonely.subscribe_inline(on_loop)
+    await asyncio.to_thread(lonely.publish, RunnerEvent("x.nowhere", "execute"))
+    assert sub.dropped == 1  # no loop known yet: counted, not delivered

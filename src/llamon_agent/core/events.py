@@ -414,12 +414,13 @@ class EventBus:
     event. ``publish`` never blocks and never raises.
     """
 
-    __slots__ = ("_subscriptions", "active", "maxsize")
+    __slots__ = ("_loop", "_subscriptions", "active", "maxsize")
 
     def __init__(self, *, maxsize: int = DEFAULT_QUEUE_SIZE) -> None:
         self.maxsize = maxsize
         self.active = False
         self._subscriptions: tuple[Subscription, ...] = ()
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def subscriptions(self) -> tuple[Subscription, ...]:
@@ -487,7 +488,20 @@ class EventBus:
             writer.close()
 
     def publish(self, event: RunnerEvent) -> None:
-        """Queue ``event`` for every subscriber; never blocks, never raises."""
+        """Queue ``event`` for every subscriber; never blocks, never raises. From a thread
+        without an event loop, the event is handed to the loop the bus last published on
+        (dropped, and counted, if there is none)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            known = self._loop
+            if known is not None and not known.is_closed():
+                known.call_soon_threadsafe(self.publish, event)
+            else:
+                for sub in self._subscriptions:
+                    sub.dropped += 1
+            return
+        self._loop = loop
         for sub in self._subscriptions:
             try:
                 sub.offer(event)
