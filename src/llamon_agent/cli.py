@@ -34,6 +34,7 @@ from llamon_agent.cli_errors import UserError, listen_problem, store_problem
 from llamon_agent.core.catalog import reason_catalog
 from llamon_agent.core.classify import registered_rules
 from llamon_agent.core.codes import ERROR_CODE_TABLE, JSON_RPC_CODE_TO_ERROR_CODE
+from llamon_agent.core.events import EventBus
 from llamon_agent.core.settings import (
     API_KEY_ENV,
     BEARER_TOKEN_ENV,
@@ -115,6 +116,16 @@ def _memory_limits(
         raise UserError(f"{exc}.") from exc
 
 
+def _events_bus(target: str) -> EventBus:
+    """A bus writing JSON lines to ``target`` (a file appended to, or ``-`` for stderr)."""
+    bus = EventBus()
+    try:
+        bus.subscribe_jsonl(sys.stderr if target == "-" else target)
+    except OSError as exc:
+        raise UserError(f"--events-jsonl: cannot open {target!r} ({exc.strerror}).") from exc
+    return bus
+
+
 @app.command("serve")
 def serve_command(
     target: Annotated[str, typer.Argument(help="The agent: 'module:attr' or 'file.py:attr'.")],
@@ -165,6 +176,15 @@ def serve_command(
     access_log: Annotated[
         bool, typer.Option("--access-log", help="Also log a line per HTTP request (INFO).")
     ] = False,
+    events_jsonl: Annotated[
+        str | None,
+        typer.Option(
+            "--events-jsonl",
+            metavar="FILE",
+            help="Append every runner event to FILE as a JSON line ('-': stderr); also "
+            "serves GET /tasks/{id}/events.",
+        ),
+    ] = None,
     push_allow: Annotated[
         list[str] | None,
         typer.Option(
@@ -198,6 +218,8 @@ def serve_command(
         agent = _load_agent(target)
         agent_card = _load_card(card)
         options = replace(options, auth=_auth(agent_card, api_key, bearer_token))
+        if events_jsonl is not None:
+            options = replace(options, events=_events_bus(events_jsonl))
     except UserError as exc:
         _fail(str(exc), 2)
     home = _writable_home() if options.store == "sqlite" else ""

@@ -93,6 +93,7 @@ from llamon_agent.core.classify import classify_exception
 from llamon_agent.core.codes import ErrorCode, Stage, json_rpc_to_error_code
 from llamon_agent.core.error_data import ApplicationErrorData, make_application_error_data
 from llamon_agent.core.errors import error_data_for_exception
+from llamon_agent.core.events import EventBus, RunnerEvent, event_scope, failure_metadata
 from llamon_agent.core.failures import FailureRecord
 from llamon_agent.core.hitl import HITLInterrupt
 from llamon_agent.core.logs import LOG_FIELDS, failure_log_fields
@@ -171,6 +172,8 @@ class _Run:
     task: Task
     streaming: bool
     claim: RunClaim
+    failure_data: ApplicationErrorData | None = None
+    """The error data the run's failure is answered with, once decided."""
     chunks: int = 0
     stream_artifact_id: str | None = None
     sent: list[Part] | None = None
@@ -215,7 +218,9 @@ class CustomAgentExecutor(AgentExecutor):
     ``_validate_request`` to add your own. ``task_store`` lets the executor write a
     terminal state directly when the event queue fails. ``failure_store`` keeps the
     failure of every task that ends failed (``StoredFailure``, with ``agent_name``); its
-    writes never hold up or change an answer.
+    writes never hold up or change an answer. ``events``: the bus the task's runner
+    events go to (``task.submitted`` ... ``task.failed``), and, through ``event_scope``,
+    those of the loop, flow or MCP tools the agent runs.
     """
 
     def __init__(
@@ -227,10 +232,12 @@ class CustomAgentExecutor(AgentExecutor):
         worker: str | None = None,
         failure_store: FailureStore | None = None,
         agent_name: str | None = None,
+        events: EventBus | None = None,
     ) -> None:
         self.agent = as_agent(agent)
         self.failure_store = failure_store
         self.agent_name = agent_name
+        self.events = events
         self.limits = limits or RequestLimits()
         self.task_store = task_store
         self.worker_id = worker or worker_id()
@@ -265,6 +272,55 @@ class CustomAgentExecutor(AgentExecutor):
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Run the agent for one message; never raises for agent failures."""
+        if self.events is None:
+            await self._execute(context, event_queue)
+            return
+        with event_scope(self.events, task_id=context.task_id, context_id=context.context_id):
+            await self._execute(context, event_queue)
+
+    def _task_event(
+        self,
+        type_: str,
+        run: _Run | Task,
+        stage: str = Stage.A2A_SERVE,
+        metadata: Mapping[str, object] | None = None,
+        node: str | None = None,
+    ) -> None:
+        """Publish one ``task.*`` event of ``run`` (the caller checked ``events.active``)."""
+        bus = self.events
+        if bus is None:
+            return
+        task = run.task if isinstance(run, _Run) else run
+        bus.publish(
+            RunnerEvent(
+                type_,
+                stage,
+                trace_metadata=metadata or {},
+                task_id=task.id,
+                context_id=task.context_id,
+                node=node,
+            )
+        )
+
+    def _end_event(
+        self, task: Task, state: TaskState, data: ApplicationErrorData | None, chunks: int | None
+    ) -> None:
+        """The ``task.<state>`` event of a run's end; a failure's reason and code with it."""
+        metadata: dict[str, object] = {}
+        stage: str = Stage.A2A_SERVE
+        node = None
+        if data is not None:
+            record = FailureRecord.from_error_data(data)
+            metadata = failure_metadata(record)
+            stage = record.stage
+            if data.node is not None:
+                node = data.node.id
+                stage = Stage.FLOW_NODE
+        if chunks is not None:  # a stream: how many chunks it sent
+            metadata["chunk_count"] = chunks
+        self._task_event(f"task.{state.value}", task, stage, metadata, node)
+
+    async def _execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         message = context.message
         if message is None:  # pragma: no cover - a2a always passes the message on send
             raise with_protocol_data(ServerError(error=InvalidParamsError()))
@@ -283,6 +339,8 @@ class CustomAgentExecutor(AgentExecutor):
                 metadata={WORKER_METADATA_KEY: self.worker_id},
             )
             await event_queue.enqueue_event(task)
+            if self.events is not None and self.events.active:
+                self._task_event("task.submitted", task)
         run = _Run(
             updater=TaskUpdater(event_queue, task.id, task.context_id),
             task=task,
@@ -291,6 +349,8 @@ class CustomAgentExecutor(AgentExecutor):
             held=[] if self.hold_chunks else None,
         )
         self._runs[task.id] = run
+        if self.events is not None and self.events.active:
+            self._task_event("task.working", run, metadata={"resumed": resumed})
         ctx = AgentContext(
             task_id=task.id,
             context_id=task.context_id,
@@ -502,6 +562,7 @@ class CustomAgentExecutor(AgentExecutor):
         data = error_data_for_exception(exc, classification=found, **extras)
         run.failure = self._log_failure(run, exc, data, flow)
         parts = application_error_to_parts(data)
+        run.failure_data = data
         await self._end(run, TaskState.failed, parts, drop_artifacts=guardrail)
 
     def _log_failure(
@@ -545,6 +606,7 @@ class CustomAgentExecutor(AgentExecutor):
         if run.held is not None:
             run.held.clear()
         await self._close_stream(run)
+        run.failure_data = data
         await self._end(run, TaskState.failed, application_error_to_parts(data))
 
     def _record_protocol_error(self, task_id: str, exc: ServerError) -> ApplicationErrorData:
@@ -585,6 +647,10 @@ class CustomAgentExecutor(AgentExecutor):
         self._task_ended(
             task_id, context_id, TaskState.failed, FailureRecord.from_error_data(data), None
         )
+        if self.events is not None and self.events.active:
+            status = TaskStatus(state=TaskState.failed, timestamp=_now())
+            task = Task(id=task_id, context_id=context_id, status=status)
+            self._end_event(task, TaskState.failed, data, None)
         return True
 
     async def _end(
@@ -622,6 +688,9 @@ class CustomAgentExecutor(AgentExecutor):
         """
         run.ending = False  # published below; nothing after it
         self._task_ended(run.task_id, run.task.context_id, status.state, run.failure, run.started)
+        if self.events is not None and self.events.active:
+            chunks = run.chunks if run.streaming else None
+            self._end_event(run.task, status.state, run.failure_data, chunks)
         queue = run.updater.event_queue
         if not to_store and not queue.is_closed():
             try:
@@ -715,6 +784,7 @@ class CustomAgentExecutor(AgentExecutor):
             if not await self._claim_terminal(stopper, TaskState.failed):
                 continue
             stopper.failure = FailureRecord.from_error_data(data)
+            stopper.failure_data = data
             status = TaskStatus(
                 state=TaskState.failed,
                 message=_agent_message(run, application_error_to_parts(data)),

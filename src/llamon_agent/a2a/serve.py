@@ -38,6 +38,7 @@ from llamon_agent.a2a.stores import (
     open_stores,
     reconcile_orphaned_tasks,
 )
+from llamon_agent.core.events import EventBus
 
 __all__ = ["ServeOptions", "bind_socket", "default_card", "load_target", "serve_agent"]
 
@@ -75,6 +76,8 @@ class ServeOptions:
     idempotency_window: float | None = None
     """Seconds a repeated send is answered with the task it started
     (``create_app(idempotency_window=)``); ``None``: ``LLAMON_IDEMPOTENCY_WINDOW``, else 24 h."""
+    events: EventBus | None = None
+    """The bus runner events go to (``create_app(events=)``; serves ``/tasks/{id}/events``)."""
 
 
 def load_target(target: str) -> Any:
@@ -220,6 +223,7 @@ async def serve_agent(
             push_policy=options.push_policy,
             idempotency_window=options.idempotency_window,
             failure_store=stores.failures,
+            events=options.events,
         )
         logging_setup: dict[str, Any] = {}
         if options.log_format is not None:

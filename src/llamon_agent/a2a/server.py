@@ -61,6 +61,7 @@ from llamon_agent.a2a.body import (
     read_body,
 )
 from llamon_agent.a2a.card import auth_spec_from_card, mode_problems
+from llamon_agent.a2a.events_route import TaskEventLog, task_events_route
 from llamon_agent.a2a.executor import CustomAgentExecutor
 from llamon_agent.a2a.handler import LlamonRequestHandler
 from llamon_agent.a2a.health import health_routes
@@ -78,6 +79,7 @@ from llamon_agent.a2a.sent import DEFAULT_WINDOW
 from llamon_agent.a2a.stores import memory_stores
 from llamon_agent.a2a.stores.failures import FailureStore
 from llamon_agent.client.extensions import IDEMPOTENT_SEND_EXTENSION
+from llamon_agent.core.events import EventBus
 from llamon_agent.core.logs import install_log_scrubbing
 from llamon_agent.core.settings import idempotency_window_setting, push_allow_setting
 
@@ -401,6 +403,7 @@ def create_app(
     push_policy: PushPolicy | None = None,
     idempotency_window: float | None = None,
     failure_store: FailureStore | None = None,
+    events: EventBus | None = None,
 ) -> Starlette:
     """The A2A Starlette app for ``agent`` (anything ``as_agent`` accepts) and its card.
 
@@ -433,13 +436,21 @@ def create_app(
     ``failure_store``: where every failed task's failure is kept, with the card's name as
     its agent (``stores.failures``; default a bounded one in memory);
     ``app.state.llamon_failure_store`` holds it.
+    ``events``: the ``EventBus`` the tasks' runner events go to (the executor's, and the
+    loop, flow and MCP events of the agent inside each task); it also serves
+    ``GET /tasks/{id}/events`` (SSE, ``a2a.events_route``), whose ``TaskEventLog``
+    (``app.state.llamon_task_events``) subscribes to it. ``None``: no events, no route.
     """
     install_log_scrubbing()
     _quiet_client_mistakes()
     defaults = memory_stores()  # used for whichever store is not given
     tasks = defaults.task_store if task_store is None else task_store
     limits = limits or RequestLimits(input_modes=tuple(card.default_input_modes) or None)
-    executor = executor or CustomAgentExecutor(agent, limits=limits, task_store=tasks)
+    executor = executor or CustomAgentExecutor(
+        agent, limits=limits, task_store=tasks, events=events
+    )
+    if events is not None and executor.events is None:
+        executor.events = events
     if executor.failure_store is None:
         executor.failure_store = failure_store or defaults.failures
     executor.agent_name = executor.agent_name or card.name
@@ -479,6 +490,8 @@ def create_app(
             await handler.aclose()
             if push_sender is not None:
                 await push_sender.aclose()
+            if events is not None:
+                await events.flush(within=1.0)  # the last events reach their files
             if on_shutdown is not None:
                 result = on_shutdown()
                 if hasattr(result, "__await__"):
@@ -488,6 +501,11 @@ def create_app(
         agent_card=card, http_handler=handler, extended_agent_card=extended_card, limits=limits
     ).build(lifespan=lifespan)
     app.router.routes.extend(health_routes(tasks))  # /healthz, /readyz: open, like the card
+    task_events: TaskEventLog | None = None
+    if events is not None:
+        task_events = TaskEventLog()
+        events.subscribe_inline(task_events, name="task-events")  # O(1), never blocks
+        app.router.routes.append(task_events_route(task_events, handler.task_store))
     if auth is not None:
         app.add_middleware(AuthMiddleware, config=auth)
     app.state.llamon_executor = executor
@@ -496,4 +514,5 @@ def create_app(
     app.state.llamon_push_sender = push_sender
     app.state.llamon_sent_messages = handler.sent
     app.state.llamon_request_handler = handler
+    app.state.llamon_task_events = task_events
     return app

@@ -81,7 +81,9 @@ from llamon_agent.client.errors import (
 )
 from llamon_agent.client.result import RemoteResult
 from llamon_agent.client.retry import RetryPolicy, call_with_retry
-from llamon_agent.core.codes import ErrorCode
+from llamon_agent.core.codes import ErrorCode, Stage
+from llamon_agent.core.events import emit, observed
+from llamon_agent.core.scrub import scrub_text
 
 if TYPE_CHECKING:
     from llamon_agent.client.agent_client import AgentClient
@@ -367,6 +369,7 @@ class _Follower:
             self.card.name,
             self.known.id,
         )
+        self._resume_event("stream_broke")
         idle = 0
         snapshot = await self._retried(self.get, "tasks/get")
         while True:
@@ -388,11 +391,19 @@ class _Follower:
                 logger.info(
                     "task %s: the resubscribed stream broke; reading it again", self.known.id
                 )
+                self._resume_event("resubscribe_broke")
                 snapshot = await self._retried(self.get, "tasks/get")
                 continue
             except _Refused:
                 logger.info("task %s: it cannot be followed; polling it", self.known.id)
+                self._resume_event("polling")
             snapshot = await self._retried(self.poll, "tasks/get")
+
+    def _resume_event(self, how: str) -> None:
+        """A ``remote.resume`` runner event: why the called task is followed again."""
+        if observed():
+            metadata = {"resume": how, "remote_task_id": scrub_text(self.known.id, max_length=200)}
+            emit("remote.resume", Stage.A2A_CALL, metadata=metadata)
 
     async def _follow(self) -> AsyncIterator[StreamEvent]:
         """A resubscribed stream: each artifact event (and the first event, whatever it is)
