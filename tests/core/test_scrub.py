@@ -10,6 +10,7 @@ import json
 import re
 import time
 import urllib.parse
+import uuid
 from collections.abc import Iterator, Mapping
 
 import pytest
@@ -1069,3 +1070,14 @@ def test_ordinary_sentences_about_passwords_survive(text: str) -> None:
 )
 def test_strip_locations_removes_backend_addresses(text: str, expected: str | None) -> None:
     assert scrub.strip_locations(text) == (text if expected is None else expected)
+
+
+@PROPERTY
+@given(value=st.uuids(), upper=st.booleans())
+def test_a_bare_uuid_is_kept_as_the_full_scrub_keeps_it(value: uuid.UUID, upper: bool) -> None:
+    from llamon_agent.core.scrub import _scrub_full
+
+    text = str(value).upper() if upper else str(value)
+    assert scrub_text(text) == text
+    assert _scrub_full(text) == text  # the fast path answers what the full scrub would
+    assert scrub_evidence({"password": text}) != {"password": text}  # a key still redacts

@@ -129,6 +129,7 @@ _EMAIL_RE: Final = re.compile(
 # Long runs of token characters; only those that look random are redacted (see
 # _looks_random).  "=" is only allowed as trailing padding so "key=value" splits.
 _ENTROPY_RE: Final = re.compile(r"(?<![A-Za-z0-9_\-+/])[A-Za-z0-9_\-+/]{32,}={0,3}")
+_UUID_LENGTH: Final = 36
 _UUID_RE: Final = re.compile(
     r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}"
 )
@@ -853,6 +854,8 @@ def scrub_text(text: str, *, max_length: int = 2000) -> str:
         if len(text) > hard_limit:
             text = _drop_last_token(text[:hard_limit])
             cut = True
+        if len(text) == _UUID_LENGTH and _UUID_RE.fullmatch(text):
+            return text  # a bare correlation id (task, context, incident): kept as is
         result = _scrub_cached(text) if len(text) <= _CACHE_MAX_TEXT else _scrub_full(text)
         if cut or len(result) > limit:
             result = result[:limit] + _TRUNCATED
