@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -62,6 +63,7 @@ from a2a.types import (
     TaskStatus,
 )
 from a2a.utils.errors import ServerError
+from opentelemetry.trace import Span
 
 from llamon_agent.a2a.agent import (
     Agent,
@@ -94,6 +96,15 @@ from llamon_agent.core.errors import error_data_for_exception
 from llamon_agent.core.failures import FailureRecord
 from llamon_agent.core.hitl import HITLInterrupt
 from llamon_agent.core.logs import LOG_FIELDS, failure_log_fields
+from llamon_agent.core.telemetry import (
+    TASK_STATE,
+    invoke_agent_span,
+    mark_failed,
+    reason_stage,
+    record_failure_latency,
+    record_stream_duration,
+    record_task_end,
+)
 from llamon_agent.exceptions import GuardrailBlockedError, LlamonApplicationError
 
 __all__ = ["CustomAgentExecutor", "RaisedProtocolErrors"]
@@ -166,6 +177,8 @@ class _Run:
     held: list[Part] | None = None
     published: bool = False
     ending: bool = False
+    failure: tuple[ApplicationErrorData, str] | None = None
+    """A failed end's error data and stage (for its span and metrics)."""
 
     @property
     def task_id(self) -> str:
@@ -207,6 +220,8 @@ class CustomAgentExecutor(AgentExecutor):
         self.limits = limits or RequestLimits()
         self.task_store = task_store
         self.worker_id = worker or worker_id()
+        self.agent_name = str(getattr(self.agent, "name", None) or type(self.agent).__name__)
+        """The ``gen_ai.agent.name`` of its spans and metrics (``create_app``: the card's)."""
         self.stream_fallback = bool(getattr(self.agent, "stream_fallback", True))
         self.hold_chunks = bool(getattr(self.agent, "hold_chunks", False))
         self._runs: dict[str, _Run] = {}
@@ -277,29 +292,54 @@ class CustomAgentExecutor(AgentExecutor):
             progress=lambda text, data: self._progress(run, text, data),
             release_chunks=lambda: self._release(run),
         )
-        try:
-            if run.streaming or not _blocking(context):
-                # someone watches this task while it runs: tell them it is working. A
-                # blocking message/send shows only its final answer, so it goes
-                # submitted -> final without the extra event (~65 us a request).
-                await run.updater.start_work()
-            output = await self._dispatch(ctx, run)
-            await self._finish(run, output)
-        except ServerError as exc:
-            await self._protocol_failure(run, exc)
-        except asyncio.CancelledError as exc:
-            if not _being_cancelled():  # the agent raised it itself: a failure like any
+        started = time.monotonic()
+        with invoke_agent_span(
+            self.agent_name, task_id=task.id, context_id=task.context_id, headers=_headers(context)
+        ) as span:
+            try:
+                if run.streaming or not _blocking(context):
+                    # someone watches this task while it runs: tell them it is working. A
+                    # blocking message/send shows only its final answer, so it goes
+                    # submitted -> final without the extra event (~65 us a request).
+                    await run.updater.start_work()
+                output = await self._dispatch(ctx, run)
+                await self._finish(run, output)
+            except ServerError as exc:
+                await self._protocol_failure(run, exc)
+            except asyncio.CancelledError as exc:
+                if not _being_cancelled():  # the agent raised it itself: a failure like any
+                    await self._enqueue_failed_response(run, exc, ctx)
+                    return
+                await self._end(run, TaskState.canceled, None)
+                raise
+            except Exception as exc:
                 await self._enqueue_failed_response(run, exc, ctx)
-                return
-            await self._end(run, TaskState.canceled, None)
-            raise
-        except Exception as exc:
-            await self._enqueue_failed_response(run, exc, ctx)
-        except BaseException as exc:  # KeyboardInterrupt, SystemExit, custom: never the process
-            await self._enqueue_failed_response(run, exc, ctx)
-        finally:
-            if self._runs.get(task.id) is run:  # a next run of the task may have begun
-                del self._runs[task.id]
+            except BaseException as exc:  # KeyboardInterrupt, SystemExit, custom: not the process
+                await self._enqueue_failed_response(run, exc, ctx)
+            finally:
+                if self._runs.get(task.id) is run:  # a next run of the task may have begun
+                    del self._runs[task.id]
+                self._observe_end(run, span, time.monotonic() - started)
+
+    def _observe_end(self, run: _Run, span: Span, seconds: float) -> None:
+        """The run's end on its span and in the metrics (``core.telemetry``): the final
+        state, and a failure's reason, errorCode and stage."""
+        state = run.claim.ended_by
+        name = state.value if state is not None else "unknown"
+        failure = run.failure if state == TaskState.failed else None
+        if span.is_recording():
+            span.set_attribute(TASK_STATE, name)
+            if failure is not None:
+                data, stage = failure
+                mark_failed(
+                    span, reason=data.error_reason, error_code=data.error_code.value, stage=stage
+                )
+        code = failure[0].error_code.value if failure is not None else None
+        record_task_end(self.agent_name, name, code)
+        if run.streaming:
+            record_stream_duration(self.agent_name, name, seconds)
+        if code is not None:
+            record_failure_latency(self.agent_name, code, seconds)
 
     async def _dispatch(self, ctx: AgentContext, run: _Run) -> AgentOutput | _Streamed:
         stream = getattr(self.agent, "stream", None)
@@ -473,6 +513,9 @@ class CustomAgentExecutor(AgentExecutor):
                 except Exception:
                     logger.warning("task %s: artifact of node %s not kept", run.task_id, node)
         data = error_data_for_exception(exc, classification=found, **extras)
+        node_failed = flow is not None and bool(flow.node_id)
+        stage = Stage.FLOW_NODE.value if node_failed else reason_stage(data.error_reason)
+        run.failure = (data, stage)
         self._log_failure(run, exc, data, flow)
         parts = application_error_to_parts(data)
         await self._end(run, TaskState.failed, parts, drop_artifacts=guardrail)
@@ -508,6 +551,7 @@ class CustomAgentExecutor(AgentExecutor):
         if not await self._claim_terminal(run, TaskState.failed):
             return  # cancelled first: the caller gets the canceled task
         data = self._record_protocol_error(run.task_id, exc)
+        run.failure = (data, reason_stage(data.error_reason))
         if run.held is not None:
             run.held.clear()
         await self._close_stream(run)
@@ -737,6 +781,13 @@ def _being_cancelled() -> bool:
 def _blocking(context: RequestContext) -> bool:
     configuration = context.configuration
     return configuration is None or configuration.blocking is not False
+
+
+def _headers(context: RequestContext) -> Mapping[str, str] | None:
+    """The request's HTTP headers (a2a-sdk keeps them in the call context's state)."""
+    call = context.call_context
+    headers = call.state.get("headers") if call is not None else None
+    return headers if isinstance(headers, Mapping) else None
 
 
 def _is_streaming(context: RequestContext) -> bool:

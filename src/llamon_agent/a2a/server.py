@@ -434,7 +434,9 @@ def create_app(
     defaults = memory_stores()  # used for whichever store is not given
     tasks = defaults.task_store if task_store is None else task_store
     limits = limits or RequestLimits(input_modes=tuple(card.default_input_modes) or None)
-    executor = executor or CustomAgentExecutor(agent, limits=limits, task_store=tasks)
+    if executor is None:
+        executor = CustomAgentExecutor(agent, limits=limits, task_store=tasks)
+        executor.agent_name = card.name  # the gen_ai.agent.name of its spans and metrics
     push_enabled = bool(card.capabilities and card.capabilities.push_notifications)
     push_store: PushNotificationConfigStore | None = None
     if push_enabled:

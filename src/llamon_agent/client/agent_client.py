@@ -58,6 +58,7 @@ from llamon_agent.client.result import RemoteResult
 from llamon_agent.client.retry import SYSTEM_CLOCK, RetryClock, RetryPolicy, call_with_retry
 from llamon_agent.core.classify import classify_received
 from llamon_agent.core.codes import ErrorCode
+from llamon_agent.core.telemetry import inject_trace_headers
 from llamon_agent.exceptions import LlamonError
 
 if TYPE_CHECKING:
@@ -219,7 +220,8 @@ class AgentClient:
         if self._transport is None:
             self._transport = JsonRpcTransport(self._http, card, url=self._url)
         self._transport.agent_card = card
-        headers = await self.auth.headers(card) if self.auth is not None else {}
+        headers = dict(await self.auth.headers(card)) if self.auth is not None else {}
+        inject_trace_headers(headers)  # W3C traceparent: the called agent's span is a child
         kwargs: dict[str, Any] = {"timeout": self.timeout}
         if headers:
             kwargs["headers"] = headers
