@@ -32,6 +32,8 @@ OPTIONAL_DISTRIBUTIONS = {
     "psycopg": "postgres",
     "sqlalchemy": "postgres",
     "pyjwt": "jwt",
+    "opentelemetry-sdk": "otel",
+    "prometheus-client": "otel",
 }
 """Distributions the core must not depend on, and the extra that brings each."""
 
@@ -47,6 +49,8 @@ HIDDEN_MODULES = (
     "psycopg_pool",
     "aiosqlite",
     "jwt",
+    "opentelemetry.sdk",
+    "prometheus_client",
 )
 
 BLOCKER = """
@@ -104,7 +108,7 @@ def test_each_optional_package_comes_with_its_extra() -> None:
             assert "langgraph-checkpoint-postgres" in extras["postgres"]
         else:
             assert distribution in extras[extra], (distribution, extra)
-    features = {"langgraph", "mcp", "openai", "anthropic", "postgres", "jwt"}
+    features = {"langgraph", "mcp", "openai", "anthropic", "postgres", "jwt", "otel"}
     assert extras["all"] == {"llamon-agent": features}
     assert extras["dev"]["llamon-agent"] == {"all"}
 
@@ -133,6 +137,12 @@ def test_each_optional_package_comes_with_its_extra() -> None:
             "from llamon_agent.client import push_receiver\n"
             "push_receiver('http://127.0.0.1:9/hook', jwt_key={'kty': 'oct', 'k': 'AA'})",
             "verifying signed push notifications needs PyJWT",
+        ),
+        (
+            "from llamon_agent.a2a.server import create_app\n"
+            "from llamon_agent.examples.demo_agent import agent, card\n"
+            "create_app(agent, card, metrics=True)",
+            "the /metrics route needs the OpenTelemetry SDK and prometheus-client",
         ),
     ],
 )

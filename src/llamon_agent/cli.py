@@ -166,6 +166,13 @@ def serve_command(
             "10.1.0.0/16). Default: LLAMON_PUSH_ALLOW, else public addresses only.",
         ),
     ] = None,
+    metrics: Annotated[
+        bool,
+        typer.Option(
+            "--metrics",
+            help="Serve GET /metrics (Prometheus text; needs llamon-agent[otel]).",
+        ),
+    ] = False,
 ) -> None:
     """Serve an agent over A2A (JSON-RPC) until stopped."""
     import asyncio
@@ -186,6 +193,7 @@ def serve_command(
             log_format=_choice(log_format.lower(), "--log-format", LOG_FORMATS),  # type: ignore[arg-type]
             access_log=access_log,
             push_policy=_push_policy(push_allow),
+            metrics=metrics,
         )
         agent = _load_agent(target)
         agent_card = _load_card(card)

@@ -71,6 +71,8 @@ class ServeOptions:
     idempotency_window: float | None = None
     """Seconds a repeated send is answered with the task it started
     (``create_app(idempotency_window=)``); ``None``: ``LLAMON_IDEMPOTENCY_WINDOW``, else 24 h."""
+    metrics: bool = False
+    """Serve ``GET /metrics`` (``create_app(metrics=)``; needs the ``otel`` extra)."""
 
 
 def load_target(target: str) -> Any:
@@ -212,6 +214,7 @@ async def serve_agent(
             gc_freeze=options.gc_freeze,
             push_policy=options.push_policy,
             idempotency_window=options.idempotency_window,
+            metrics=options.metrics,
         )
         logging_setup: dict[str, Any] = {}
         if options.log_format is not None:

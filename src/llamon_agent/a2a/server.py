@@ -399,6 +399,7 @@ def create_app(
     gc_freeze: bool = True,
     push_policy: PushPolicy | None = None,
     idempotency_window: float | None = None,
+    metrics: bool = False,
 ) -> Starlette:
     """The A2A Starlette app for ``agent`` (anything ``as_agent`` accepts) and its card.
 
@@ -428,6 +429,9 @@ def create_app(
     (``llamon_agent.a2a.sent``); ``None``: ``LLAMON_IDEMPOTENCY_WINDOW``, else 24 h;
     ``0``: off. A bad value raises ``ValueError``. ``app.state.llamon_sent_messages``
     holds them.
+    ``metrics``: serve ``GET /metrics``, the OpenTelemetry metrics in the Prometheus text
+    format (``a2a.metrics_route``; needs the ``otel`` extra), behind the same credentials
+    as the agent; off by default.
     """
     install_log_scrubbing()
     _quiet_client_mistakes()
@@ -481,6 +485,10 @@ def create_app(
         agent_card=card, http_handler=handler, extended_agent_card=extended_card, limits=limits
     ).build(lifespan=lifespan)
     app.router.routes.extend(health_routes(tasks))  # /healthz, /readyz: open, like the card
+    if metrics:
+        from llamon_agent.a2a.metrics_route import metrics_routes  # the otel extra's
+
+        app.router.routes.extend(metrics_routes())
     if auth is not None:
         app.add_middleware(AuthMiddleware, config=auth)
     app.state.llamon_executor = executor

@@ -1,0 +1,55 @@
+"""One OpenTelemetry SDK for the test process: every finished span kept in memory.
+
+OpenTelemetry's global tracer provider can be set once per process, so the first test
+that asks for ``span_exporter()`` sets it (an SDK ``TracerProvider`` with a
+``SimpleSpanProcessor`` into an ``InMemorySpanExporter``) and every later one shares it;
+each test clears the exporter first and reads only its own spans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+__all__ = ["span_exporter", "span_texts", "spans_named"]
+
+_exporter = InMemorySpanExporter()
+_installed = False
+
+
+def span_exporter() -> InMemorySpanExporter:
+    """The process's in-memory exporter (the SDK installed on first call), cleared."""
+    global _installed
+    if not _installed:
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(_exporter))
+        trace.set_tracer_provider(provider)
+        _installed = True
+    _exporter.clear()
+    return _exporter
+
+
+def spans_named(exporter: InMemorySpanExporter, prefix: str) -> list[ReadableSpan]:
+    """The finished spans whose name starts with ``prefix``, in the order they ended."""
+    return [span for span in exporter.get_finished_spans() if span.name.startswith(prefix)]
+
+
+def span_texts(exporter: InMemorySpanExporter) -> Iterator[str]:
+    """Every text a span exports: names, attribute keys and values, status descriptions,
+    event names and their attributes, links' attributes."""
+    for span in exporter.get_finished_spans():
+        yield span.name
+        yield span.status.description or ""
+        for key, value in (span.attributes or {}).items():
+            yield f"{key}={value}"
+        for event in span.events:
+            yield event.name
+            for key, value in (event.attributes or {}).items():
+                yield f"{key}={value}"
+        for link in span.links:
+            for key, value in (link.attributes or {}).items():
+                yield f"{key}={value}"
