@@ -45,11 +45,11 @@ def span_texts(exporter: InMemorySpanExporter) -> Iterator[str]:
         yield span.name
         yield span.status.description or ""
         for key, value in (span.attributes or {}).items():
-            yield f"{key}={value}"
+            yield f"{key}={value!r}"
         for event in span.events:
             yield event.name
             for key, value in (event.attributes or {}).items():
-                yield f"{key}={value}"
+                yield f"{key}={value!r}"
         for link in span.links:
             for key, value in (link.attributes or {}).items():
-                yield f"{key}={value}"
+                yield f"{key}={value!r}"
