@@ -15,7 +15,14 @@ from llamon_agent.a2a.agent import AgentContext
 from llamon_agent.a2a.server import create_app
 from llamon_agent.client import AgentClient
 from llamon_agent.core.errors import ErrorCode, raise_application_error
-from llamon_agent.loop import LoopAgent, ScriptedModel, ToolRegistry, tool, tool_call
+from llamon_agent.loop import (
+    LoopAgent,
+    ModelResponse,
+    ScriptedModel,
+    ToolRegistry,
+    tool,
+    tool_call,
+)
 from tests._support.a2a_server import a2a_client, make_card, running_server, send, user_message
 from tests._support.otel import span_exporter, span_texts, spans_named
 
@@ -150,3 +157,59 @@ async def test_metrics_count_tasks_by_state_and_error_code() -> None:
     )
     assert "ids" not in scraped.text
     assert failed.id not in scraped.text
+
+
+@tool
+def metered_add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+@tool
+def metered_fail(account: str) -> str:
+    """Always fails."""
+    raise RuntimeError(f"refused {account}")
+
+
+def _value(text: str, sample: str) -> float:
+    """The value of ``sample`` (a whole sample name with labels) in a scrape; 0 if absent."""
+    for line in text.splitlines():
+        if line.startswith(sample + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+async def test_metrics_count_tool_calls_by_outcome_and_reason_and_model_retries() -> None:
+    model = ScriptedModel(
+        [
+            ModelResponse(
+                tool_calls=(
+                    tool_call("metered_add", {"a": 1, "b": 2}),
+                    tool_call("metered_fail", {"account": SENTINEL}),
+                    tool_call("metered_add", {"a": "x"}),
+                ),
+                retries=2,
+            ),
+            "done",
+        ]
+    )
+    agent = LoopAgent(model, ToolRegistry([metered_add, metered_fail]), name="tools")
+    app = create_app(agent, make_card().model_copy(update={"name": "tools"}), metrics=True)
+    async with running_server(app) as url, a2a_client(url) as client, httpx.AsyncClient() as http:
+        before = (await http.get(f"{url}/metrics")).text
+        task = await send(client, user_message("go"))
+        scraped = (await http.get(f"{url}/metrics")).text
+    assert task.status.state == TaskState.completed
+    lines = sorted(line for line in scraped.splitlines() if 'gen_ai_tool_name="metered_' in line)
+    assert lines == [
+        'llamon_tool_calls_total{error_type="invalid_arguments",gen_ai_tool_name="metered_add",'
+        'llamon_outcome="error"} 1.0',
+        'llamon_tool_calls_total{error_type="tool_error",gen_ai_tool_name="metered_fail",'
+        'llamon_outcome="error"} 1.0',
+        'llamon_tool_calls_total{gen_ai_tool_name="metered_add",llamon_outcome="ok"} 1.0',
+    ]
+    retries = _value(scraped, "llamon_model_retries_total") - _value(
+        before, "llamon_model_retries_total"
+    )
+    assert retries == 2.0
+    assert SENTINEL not in scraped
