@@ -691,6 +691,7 @@ class CustomAgentExecutor(AgentExecutor):
             stopper = run.other_publisher()  # the run itself may be publishing its own end
             if not await self._claim_terminal(stopper, TaskState.failed):
                 continue
+            run.failure = (data, reason_stage(data.error_reason))  # for the run's span
             status = TaskStatus(
                 state=TaskState.failed,
                 message=_agent_message(run, application_error_to_parts(data)),
