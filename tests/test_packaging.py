@@ -268,3 +268,22 @@ def test_an_unrelated_import_error_passes_unchanged() -> None:
     ):
         import no_such_module  # type: ignore[import-not-found]  # noqa: F401
     assert raised.value.name == "no_such_module"
+
+
+def test_llamon_serve_metrics_names_the_missing_extra() -> None:
+    code = """
+    from typer.testing import CliRunner
+    from llamon_agent.cli import app
+    from llamon_agent.demo import demo_agent_path
+
+    path = demo_agent_path()
+    args = ["serve", "--metrics", "--store", "memory", "--card", f"{path}:card", f"{path}:agent"]
+    result = CliRunner().invoke(app, args)
+    print(result.exit_code)
+    print(result.output.strip())
+    """
+    assert _run(code).splitlines() == [
+        "2",
+        "llamon serve: --metrics: the /metrics route needs the OpenTelemetry SDK and "
+        "prometheus-client: pip install 'llamon-agent[otel]'",
+    ]

@@ -195,6 +195,8 @@ def serve_command(
             push_policy=_push_policy(push_allow),
             metrics=metrics,
         )
+        if metrics:
+            _check_metrics_extra()
         agent = _load_agent(target)
         agent_card = _load_card(card)
         options = replace(options, auth=_auth(agent_card, api_key, bearer_token))
@@ -219,6 +221,14 @@ def serve_command(
         if problem is None:
             raise
         _fail(problem, 1)
+
+
+def _check_metrics_extra() -> None:
+    """``UserError`` naming the extra when ``--metrics`` cannot be served."""
+    try:
+        import llamon_agent.a2a.metrics_route  # noqa: F401 - the otel extra's packages
+    except ImportError as exc:
+        raise UserError(f"--metrics: {exc}") from exc
 
 
 def _push_policy(allow: list[str] | None) -> PushPolicy | None:
