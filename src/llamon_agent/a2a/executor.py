@@ -293,33 +293,37 @@ class CustomAgentExecutor(AgentExecutor):
             release_chunks=lambda: self._release(run),
         )
         started = time.monotonic()
-        with invoke_agent_span(
+        scope = invoke_agent_span(  # entered here, left in the finally below
             self.agent_name, task_id=task.id, context_id=task.context_id, headers=_headers(context)
-        ) as span:
+        )
+        span = scope.__enter__()
+        try:
+            if run.streaming or not _blocking(context):
+                # someone watches this task while it runs: tell them it is working. A
+                # blocking message/send shows only its final answer, so it goes
+                # submitted -> final without the extra event (~65 us a request).
+                await run.updater.start_work()
+            output = await self._dispatch(ctx, run)
+            await self._finish(run, output)
+        except ServerError as exc:
+            await self._protocol_failure(run, exc)
+        except asyncio.CancelledError as exc:
+            if not _being_cancelled():  # the agent raised it itself: a failure like any
+                await self._enqueue_failed_response(run, exc, ctx)
+                return
+            await self._end(run, TaskState.canceled, None)
+            raise
+        except Exception as exc:
+            await self._enqueue_failed_response(run, exc, ctx)
+        except BaseException as exc:  # KeyboardInterrupt, SystemExit, custom: never the process
+            await self._enqueue_failed_response(run, exc, ctx)
+        finally:
+            if self._runs.get(task.id) is run:  # a next run of the task may have begun
+                del self._runs[task.id]
             try:
-                if run.streaming or not _blocking(context):
-                    # someone watches this task while it runs: tell them it is working. A
-                    # blocking message/send shows only its final answer, so it goes
-                    # submitted -> final without the extra event (~65 us a request).
-                    await run.updater.start_work()
-                output = await self._dispatch(ctx, run)
-                await self._finish(run, output)
-            except ServerError as exc:
-                await self._protocol_failure(run, exc)
-            except asyncio.CancelledError as exc:
-                if not _being_cancelled():  # the agent raised it itself: a failure like any
-                    await self._enqueue_failed_response(run, exc, ctx)
-                    return
-                await self._end(run, TaskState.canceled, None)
-                raise
-            except Exception as exc:
-                await self._enqueue_failed_response(run, exc, ctx)
-            except BaseException as exc:  # KeyboardInterrupt, SystemExit, custom: not the process
-                await self._enqueue_failed_response(run, exc, ctx)
-            finally:
-                if self._runs.get(task.id) is run:  # a next run of the task may have begun
-                    del self._runs[task.id]
                 self._observe_end(run, span, time.monotonic() - started)
+            finally:
+                scope.__exit__(None, None, None)
 
     def _observe_end(self, run: _Run, span: Span, seconds: float) -> None:
         """The run's end on its span and in the metrics (``core.telemetry``): the final
