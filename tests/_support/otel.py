@@ -2,26 +2,52 @@
 
 OpenTelemetry's global tracer provider can be set once per process, so the first test
 that asks for ``span_exporter()`` sets it (an SDK ``TracerProvider`` with a
-``SimpleSpanProcessor`` into an ``InMemorySpanExporter``) and every later one shares it;
-each test clears the exporter first and reads only its own spans.
+``SimpleSpanProcessor`` into a bounded in-memory exporter) and every later one shares it;
+each test clears the exporter first and reads only its own spans. The exporter keeps the
+last ``KEPT`` spans only, since the rest of the suite runs with the SDK set too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections import deque
+from collections.abc import Iterator, Sequence
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
-__all__ = ["span_exporter", "span_texts", "spans_named"]
+__all__ = ["KEPT", "KeptSpans", "span_exporter", "span_texts", "spans_named"]
 
-_exporter = InMemorySpanExporter()
+KEPT = 5000
+
+
+class KeptSpans(SpanExporter):
+    """The last ``KEPT`` finished spans, in the order they ended."""
+
+    def __init__(self) -> None:
+        self._spans: deque[ReadableSpan] = deque(maxlen=KEPT)
+        self._lock = threading.Lock()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        with self._lock:
+            self._spans.extend(spans)
+        return SpanExportResult.SUCCESS
+
+    def get_finished_spans(self) -> tuple[ReadableSpan, ...]:
+        with self._lock:
+            return tuple(self._spans)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._spans.clear()
+
+
+_exporter = KeptSpans()
 _installed = False
 
 
-def span_exporter() -> InMemorySpanExporter:
+def span_exporter() -> KeptSpans:
     """The process's in-memory exporter (the SDK installed on first call), cleared."""
     global _installed
     if not _installed:
@@ -33,12 +59,12 @@ def span_exporter() -> InMemorySpanExporter:
     return _exporter
 
 
-def spans_named(exporter: InMemorySpanExporter, prefix: str) -> list[ReadableSpan]:
+def spans_named(exporter: KeptSpans, prefix: str) -> list[ReadableSpan]:
     """The finished spans whose name starts with ``prefix``, in the order they ended."""
     return [span for span in exporter.get_finished_spans() if span.name.startswith(prefix)]
 
 
-def span_texts(exporter: InMemorySpanExporter) -> Iterator[str]:
+def span_texts(exporter: KeptSpans) -> Iterator[str]:
     """Every text a span exports: names, attribute keys and values, status descriptions,
     event names and their attributes, links' attributes."""
     for span in exporter.get_finished_spans():
