@@ -125,3 +125,21 @@ def test_serve_memory_limits_are_checked(
     result = runner.invoke(app, ["serve", f"{path}:agent", *options], env={"COLUMNS": "300"})
     assert result.exit_code == 2
     assert expected in result.output
+
+
+def test_serve_refuses_an_events_file_it_cannot_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from llamon_agent.demo import demo_agent_path
+
+    path = demo_agent_path()
+    monkeypatch.setenv("LLAMON_HOME", str(tmp_path))
+    missing = tmp_path / "no-such-dir" / "events.jsonl"
+    result = runner.invoke(
+        app,
+        ["serve", f"{path}:agent", "--card", f"{path}:card", "--events-jsonl", str(missing)],
+        env={"COLUMNS": "300"},
+    )
+    assert result.exit_code == 2
+    assert "--events-jsonl: cannot open" in result.output
+    assert "No such file or directory" in result.output

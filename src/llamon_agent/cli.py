@@ -4,6 +4,8 @@
   kind of answer, what an A2A client receives.
 * ``llamon serve module:agent`` serves your agent (``--card``, ``--store``, ``--api-key`` ...).
 * ``llamon card lint URL|FILE`` checks an agent card against the card-writing rules.
+* ``llamon failures`` lists failed tasks' failures (``--by reason`` counts them), ``llamon
+  tasks`` the newest tasks and ``llamon task ID`` one task, from the store ``serve`` writes.
 * ``llamon errors`` prints the error model: the eight error codes, the exception mapping
   table (with your rows when ``--import`` names your module), the JSON-RPC code table and
   the reason catalog; ``--json`` prints it as one JSON document.
@@ -27,10 +29,12 @@ from rich.table import Table
 from llamon_agent.a2a.card.cli import card_app
 from llamon_agent.a2a.serve_logging import LOG_FORMATS, LOG_LEVELS
 from llamon_agent.a2a.stores import MemoryLimits
+from llamon_agent.a2a.stores.failures_cli import failures_command, task_command, tasks_command
 from llamon_agent.cli_errors import UserError, listen_problem, store_problem
 from llamon_agent.core.catalog import reason_catalog
 from llamon_agent.core.classify import registered_rules
 from llamon_agent.core.codes import ERROR_CODE_TABLE, JSON_RPC_CODE_TO_ERROR_CODE
+from llamon_agent.core.events import EventBus
 from llamon_agent.core.settings import (
     API_KEY_ENV,
     BEARER_TOKEN_ENV,
@@ -56,6 +60,9 @@ app = typer.Typer(
 
 
 app.add_typer(card_app, name="card", help="Build and check agent cards.")
+app.command("failures")(failures_command)
+app.command("tasks")(tasks_command)
+app.command("task")(task_command)
 
 
 @app.callback()
@@ -109,6 +116,16 @@ def _memory_limits(
         raise UserError(f"{exc}.") from exc
 
 
+def _events_bus(target: str) -> EventBus:
+    """A bus writing JSON lines to ``target`` (a file appended to, or ``-`` for stderr)."""
+    bus = EventBus()
+    try:
+        bus.subscribe_jsonl(sys.stderr if target == "-" else target)
+    except OSError as exc:
+        raise UserError(f"--events-jsonl: cannot open {target!r} ({exc.strerror}).") from exc
+    return bus
+
+
 @app.command("serve")
 def serve_command(
     target: Annotated[str, typer.Argument(help="The agent: 'module:attr' or 'file.py:attr'.")],
@@ -149,7 +166,9 @@ def serve_command(
     ] = None,
     log_level: Annotated[
         str,
-        typer.Option(help="debug, info (default: a line per failed task), warning or error."),
+        typer.Option(
+            help="debug, info (default: a line per task end and per failed task), warning or error."
+        ),
     ] = "info",
     log_format: Annotated[
         str, typer.Option(help="text (default) or json: one line per record on stderr.")
@@ -157,6 +176,15 @@ def serve_command(
     access_log: Annotated[
         bool, typer.Option("--access-log", help="Also log a line per HTTP request (INFO).")
     ] = False,
+    events_jsonl: Annotated[
+        str | None,
+        typer.Option(
+            "--events-jsonl",
+            metavar="FILE",
+            help="Append every runner event to FILE as a JSON line ('-': stderr); also "
+            "serves GET /tasks/{id}/events.",
+        ),
+    ] = None,
     push_allow: Annotated[
         list[str] | None,
         typer.Option(
@@ -200,6 +228,8 @@ def serve_command(
         agent = _load_agent(target)
         agent_card = _load_card(card)
         options = replace(options, auth=_auth(agent_card, api_key, bearer_token))
+        if events_jsonl is not None:
+            options = replace(options, events=_events_bus(events_jsonl))
     except UserError as exc:
         _fail(str(exc), 2)
     home = _writable_home() if options.store == "sqlite" else ""

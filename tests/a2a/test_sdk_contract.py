@@ -89,6 +89,13 @@ HOOKS = [
     ),
     Hook(
         DefaultRequestHandler,
+        "_track_background_task",
+        ("task",),
+        "sync",
+        "LlamonRequestHandler overrides it (a task started after the server stopped is cancelled)",
+    ),
+    Hook(
+        DefaultRequestHandler,
         "_cleanup_producer",
         ("producer_task", "task_id"),
         "async",

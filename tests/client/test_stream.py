@@ -135,6 +135,29 @@ def test_the_stored_task_gives_only_what_the_caller_lacks() -> None:
     assert shown(f.reconcile(diverged)) == [("chunk", "a", "other ", False, False)]
 
 
+def test_a_stored_task_behind_the_stream_gives_nothing_and_takes_nothing_back() -> None:
+    f = follower()
+    f.live(task(TaskState.working))
+    f.live(chunk("c0 ", append=False))
+    f.live(chunk("c1 ", append=True))
+    lagging = task(TaskState.working, ("a", ["c0 "]))  # read before c1 was saved
+    assert not f.has_news(lagging)
+    assert f.reconcile(lagging) == []
+    assert shown(f.live(chunk("c2 ", append=True))) == [("chunk", "a", "c2 ", True, False)]
+    f.live(chunk("b0 ", append=False, artifact="b"))
+    assert f.reconcile(task(TaskState.working, ("a", ["c0 "]))) == []  # "b" not saved yet
+    f.live(status(TaskState.completed, final=True))
+    final = f.end()
+    assert final.result.text == "c0 c1 c2 b0 "  # the result holds what the stream gave
+
+
+def test_a_live_replacement_by_a_shorter_artifact_is_still_given() -> None:
+    f = follower()
+    f.live(task(TaskState.working))
+    f.live(chunk("c0 ", "c1 ", append=False))
+    assert shown(f.live(chunk("c0 ", append=False))) == [("chunk", "a", "c0 ", False, False)]
+
+
 def test_a_status_is_given_once_and_the_end_is_not_a_status() -> None:
     f = follower()
     f.live(task(TaskState.working))

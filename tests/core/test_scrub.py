@@ -22,6 +22,7 @@ from llamon_agent.core.scrub import (
     allow_evidence_keys,
     keyed_hash,
     scrub_evidence,
+    scrub_forwarded,
     scrub_text,
     scrub_value,
     set_hash_key,
@@ -97,6 +98,7 @@ def test_public_api_is_exactly_the_documented_names() -> None:
         "allow_evidence_keys",
         "keyed_hash",
         "scrub_evidence",
+        "scrub_forwarded",
         "scrub_public_text",
         "scrub_text",
         "scrub_value",
@@ -169,6 +171,24 @@ def _natural_evidence(sample: SecretSample) -> tuple[str, object]:
         "phone": ("phone", value),
         "user_id": ("user_id", value),
     }[sample.kind]
+
+
+@PROPERTY
+@given(sample=secret_samples())
+def test_scrub_forwarded_keeps_every_key_and_never_leaks_a_secret(sample: SecretSample) -> None:
+    key, natural_value = _natural_evidence(sample)
+    fields: dict[str, object] = {
+        key: natural_value,
+        "query": sample.text,
+        "span": {"note": f"failed: {sample.text}", "items": [sample.text, "lookup_order"]},
+        "http_status": 401,
+    }
+    result = scrub_forwarded(fields)
+    skeleton = [*fields, "note", "items", "span", "[REDACTED]"]
+    context = context_of(sample, "failed: lookup_order", *skeleton)
+    assert not evidence_leaks(sample.value, result, context), (sample, result)
+    assert set(result) == set(fields)  # nothing dropped by name
+    assert result["http_status"] == 401
 
 
 @PROPERTY

@@ -19,6 +19,7 @@ from mcp.server import MCPServer
 
 from llamon_agent.core.classify import classify_exception
 from llamon_agent.core.codes import ErrorCode
+from llamon_agent.core.events import EventBus, RunnerEvent, event_scope
 from llamon_agent.exceptions import ComponentInvokeError, ComponentLoadError
 from llamon_agent.mcp import MCPLoadError, MCPTool, MCPToolLoader, MCPToolUnavailableError
 from tests.mcp.conftest import ROOT, free_port, serving, subprocess_http_server
@@ -159,16 +160,25 @@ async def test_a_restarted_http_server_is_found_again_by_reconnecting() -> None:
 
     running = await start()
     loader = MCPToolLoader(f"http://127.0.0.1:{port}/mcp", client_options={"mode": "legacy"})
+    bus = EventBus()
+    seen: list[RunnerEvent] = []
+    bus.subscribe(seen.append)
     try:
         async with loader.session() as tools:
             pid = by_name(tools)["pid"]
             assert not (await pid.call({})).is_error
             await stop(*running)
             running = await start()
-            out = await pid.call({})
+            with event_scope(bus, task_id="t-1"):
+                out = await pid.call({})
             assert (out.is_error, pid.budget.snapshot()) == (False, {})
     finally:
         await stop(*running)
+    assert await bus.flush()
+    assert [(e.type, e.tool, dict(e.trace_metadata)) for e in seen] == [
+        ("mcp.reconnect", "pid", {"failure_reason": "session_lost", "retryable": True}),
+        ("mcp.call", "pid", {"outcome": "ok"}),
+    ]
 
 
 @pytest.mark.reason("http_error")

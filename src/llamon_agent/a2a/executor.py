@@ -44,7 +44,7 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -86,6 +86,7 @@ from llamon_agent.a2a.parts import (
 )
 from llamon_agent.a2a.protocol import RequestLimits, check_send_params, with_protocol_data
 from llamon_agent.a2a.states import PAUSED_STATES
+from llamon_agent.a2a.stores.failures import FailureStore, StoredFailure
 from llamon_agent.a2a.stores.guard import GuardedTaskStore
 from llamon_agent.a2a.stores.workers import WORKER_METADATA_KEY, worker_id
 from llamon_agent.a2a.task_locks import RunClaim, TaskClaims
@@ -93,6 +94,7 @@ from llamon_agent.core.classify import classify_exception
 from llamon_agent.core.codes import ErrorCode, Stage, json_rpc_to_error_code
 from llamon_agent.core.error_data import ApplicationErrorData, make_application_error_data
 from llamon_agent.core.errors import error_data_for_exception
+from llamon_agent.core.events import EventBus, RunnerEvent, event_scope, failure_metadata
 from llamon_agent.core.failures import FailureRecord
 from llamon_agent.core.hitl import HITLInterrupt
 from llamon_agent.core.logs import LOG_FIELDS, failure_log_fields
@@ -107,7 +109,12 @@ from llamon_agent.core.telemetry import (
 )
 from llamon_agent.exceptions import GuardrailBlockedError, LlamonApplicationError
 
-__all__ = ["CustomAgentExecutor", "RaisedProtocolErrors"]
+__all__ = [
+    "CustomAgentExecutor",
+    "RaisedProtocolErrors",
+    "task_end_log_fields",
+    "task_end_message",
+]
 
 logger = logging.getLogger("llamon_agent.a2a")
 failure_logger = logging.getLogger("llamon_agent.failures")
@@ -116,6 +123,10 @@ failure_logger = logging.getLogger("llamon_agent.failures")
 A failed task is an answer, not a server fault, so it is logged at INFO and the record is
 built only when that level is enabled. An unmapped exception is also logged at ERROR with
 its incident id and traceback (``llamon_agent.errors``).
+
+Every end of a run (completed, failed, canceled, input-required, auth-required) is also
+one INFO line on ``llamon_agent.a2a`` (``task_end_log_fields``): task id, state,
+errorCode, reason, stage, incident id and duration.
 """
 
 
@@ -171,14 +182,18 @@ class _Run:
     task: Task
     streaming: bool
     claim: RunClaim
+    failure_data: ApplicationErrorData | None = None
+    """The error data the run's failure is answered with, once decided."""
     chunks: int = 0
     stream_artifact_id: str | None = None
     sent: list[Part] | None = None
     held: list[Part] | None = None
     published: bool = False
     ending: bool = False
-    failure: tuple[ApplicationErrorData, str] | None = None
-    """A failed end's error data and stage (for its span and metrics)."""
+    started: float | None = field(default_factory=time.monotonic)
+    """``time.monotonic()`` when the run began (``None``: unknown, e.g. a cancel's)."""
+    failure: FailureRecord | None = None
+    """The failure this run ends with, once decided."""
 
     @property
     def task_id(self) -> str:
@@ -191,7 +206,13 @@ class _Run:
     def other_publisher(self) -> _Run:
         """Another publisher of this run's end (shutdown): the same task, queue and claim,
         its own ``ending``, so it ends the run only if the run's end is still open."""
-        return _Run(updater=self.updater, task=self.task, streaming=False, claim=self.claim)
+        return _Run(
+            updater=self.updater,
+            task=self.task,
+            streaming=False,
+            claim=self.claim,
+            started=self.started,
+        )
 
     @property
     def terminal(self) -> bool:
@@ -205,7 +226,11 @@ class CustomAgentExecutor(AgentExecutor):
 
     ``limits`` are the protocol-level checks made before a task exists; override
     ``_validate_request`` to add your own. ``task_store`` lets the executor write a
-    terminal state directly when the event queue fails.
+    terminal state directly when the event queue fails. ``failure_store`` keeps the
+    failure of every task that ends failed (``StoredFailure``, with ``agent_name``); its
+    writes never hold up or change an answer. ``events``: the bus the task's runner
+    events go to (``task.submitted`` ... ``task.failed``), and, through ``event_scope``,
+    those of the loop, flow or MCP tools the agent runs.
     """
 
     def __init__(
@@ -215,13 +240,17 @@ class CustomAgentExecutor(AgentExecutor):
         limits: RequestLimits | None = None,
         task_store: TaskStore | None = None,
         worker: str | None = None,
+        failure_store: FailureStore | None = None,
+        agent_name: str | None = None,
+        events: EventBus | None = None,
     ) -> None:
         self.agent = as_agent(agent)
+        self.failure_store = failure_store
+        self.agent_name = agent_name
+        self.events = events
         self.limits = limits or RequestLimits()
         self.task_store = task_store
         self.worker_id = worker or worker_id()
-        self.agent_name = str(getattr(self.agent, "name", None) or type(self.agent).__name__)
-        """The ``gen_ai.agent.name`` of its spans and metrics (``create_app``: the card's)."""
         self.stream_fallback = bool(getattr(self.agent, "stream_fallback", True))
         self.hold_chunks = bool(getattr(self.agent, "hold_chunks", False))
         self._runs: dict[str, _Run] = {}
@@ -253,6 +282,55 @@ class CustomAgentExecutor(AgentExecutor):
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Run the agent for one message; never raises for agent failures."""
+        if self.events is None:
+            await self._execute(context, event_queue)
+            return
+        with event_scope(self.events, task_id=context.task_id, context_id=context.context_id):
+            await self._execute(context, event_queue)
+
+    def _task_event(
+        self,
+        type_: str,
+        run: _Run | Task,
+        stage: str = Stage.A2A_SERVE,
+        metadata: Mapping[str, object] | None = None,
+        node: str | None = None,
+    ) -> None:
+        """Publish one ``task.*`` event of ``run`` (the caller checked ``events.active``)."""
+        bus = self.events
+        if bus is None:
+            return
+        task = run.task if isinstance(run, _Run) else run
+        bus.publish(
+            RunnerEvent(
+                type_,
+                stage,
+                trace_metadata=metadata or {},
+                task_id=task.id,
+                context_id=task.context_id,
+                node=node,
+            )
+        )
+
+    def _end_event(
+        self, task: Task, state: TaskState, data: ApplicationErrorData | None, chunks: int | None
+    ) -> None:
+        """The ``task.<state>`` event of a run's end; a failure's reason and code with it."""
+        metadata: dict[str, object] = {}
+        stage: str = Stage.A2A_SERVE
+        node = None
+        if data is not None:
+            record = FailureRecord.from_error_data(data)
+            metadata = failure_metadata(record)
+            stage = record.stage
+            if data.node is not None:
+                node = data.node.id
+                stage = Stage.FLOW_NODE
+        if chunks is not None:  # a stream: how many chunks it sent
+            metadata["chunk_count"] = chunks
+        self._task_event(f"task.{state.value}", task, stage, metadata, node)
+
+    async def _execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         message = context.message
         if message is None:  # pragma: no cover - a2a always passes the message on send
             raise with_protocol_data(ServerError(error=InvalidParamsError()))
@@ -271,6 +349,8 @@ class CustomAgentExecutor(AgentExecutor):
                 metadata={WORKER_METADATA_KEY: self.worker_id},
             )
             await event_queue.enqueue_event(task)
+            if self.events is not None and self.events.active:
+                self._task_event("task.submitted", task)
         run = _Run(
             updater=TaskUpdater(event_queue, task.id, task.context_id),
             task=task,
@@ -279,6 +359,8 @@ class CustomAgentExecutor(AgentExecutor):
             held=[] if self.hold_chunks else None,
         )
         self._runs[task.id] = run
+        if self.events is not None and self.events.active:
+            self._task_event("task.working", run, metadata={"resumed": resumed})
         ctx = AgentContext(
             task_id=task.id,
             context_id=task.context_id,
@@ -292,9 +374,9 @@ class CustomAgentExecutor(AgentExecutor):
             progress=lambda text, data: self._progress(run, text, data),
             release_chunks=lambda: self._release(run),
         )
-        started = time.monotonic()
+        name = self.agent_name or _default_name(self.agent)
         scope = invoke_agent_span(  # entered here, left in the finally below
-            self.agent_name, task_id=task.id, context_id=task.context_id, headers=_headers(context)
+            name, task_id=task.id, context_id=task.context_id, headers=_headers(context)
         )
         span = scope.__enter__()
         try:
@@ -321,29 +403,33 @@ class CustomAgentExecutor(AgentExecutor):
             if self._runs.get(task.id) is run:  # a next run of the task may have begun
                 del self._runs[task.id]
             try:
-                self._observe_end(run, span, time.monotonic() - started)
+                self._observe_end(run, span, name)
             finally:
                 scope.__exit__(None, None, None)
 
-    def _observe_end(self, run: _Run, span: Span, seconds: float) -> None:
+    def _observe_end(self, run: _Run, span: Span, name: str) -> None:
         """The run's end on its span and in the metrics (``core.telemetry``): the final
         state, and a failure's reason, errorCode and stage."""
         state = run.claim.ended_by
-        name = state.value if state is not None else "unknown"
-        failure = run.failure if state == TaskState.failed else None
+        ended = state.value if state is not None else "unknown"
+        data = run.failure_data if state == TaskState.failed else None
         if span.is_recording():
-            span.set_attribute(TASK_STATE, name)
-            if failure is not None:
-                data, stage = failure
+            span.set_attribute(TASK_STATE, ended)
+            if data is not None:
+                stage = Stage.FLOW_NODE if data.node is not None else None
                 mark_failed(
-                    span, reason=data.error_reason, error_code=data.error_code.value, stage=stage
+                    span,
+                    reason=data.error_reason,
+                    error_code=data.error_code.value,
+                    stage=stage or reason_stage(data.error_reason),
                 )
-        code = failure[0].error_code.value if failure is not None else None
-        record_task_end(self.agent_name, name, code)
-        if run.streaming:
-            record_stream_duration(self.agent_name, name, seconds)
-        if code is not None:
-            record_failure_latency(self.agent_name, code, seconds)
+        code = data.error_code.value if data is not None else None
+        record_task_end(name, ended, code)
+        seconds = time.monotonic() - run.started if run.started is not None else None
+        if run.streaming and seconds is not None:
+            record_stream_duration(name, ended, seconds)
+        if code is not None and seconds is not None:
+            record_failure_latency(name, code, seconds)
 
     async def _dispatch(self, ctx: AgentContext, run: _Run) -> AgentOutput | _Streamed:
         stream = getattr(self.agent, "stream", None)
@@ -517,18 +603,19 @@ class CustomAgentExecutor(AgentExecutor):
                 except Exception:
                     logger.warning("task %s: artifact of node %s not kept", run.task_id, node)
         data = error_data_for_exception(exc, classification=found, **extras)
-        node_failed = flow is not None and bool(flow.node_id)
-        stage = Stage.FLOW_NODE.value if node_failed else reason_stage(data.error_reason)
-        run.failure = (data, stage)
-        self._log_failure(run, exc, data, flow)
+        run.failure = self._log_failure(run, exc, data, flow)
         parts = application_error_to_parts(data)
+        run.failure_data = data
         await self._end(run, TaskState.failed, parts, drop_artifacts=guardrail)
 
     def _log_failure(
         self, run: _Run, exc: BaseException, data: ApplicationErrorData, flow: FlowContext | None
-    ) -> None:
-        if not failure_logger.isEnabledFor(logging.INFO):
-            return
+    ) -> FailureRecord | None:
+        """The run's ``FailureRecord``, logged on ``llamon_agent.failures``; built only when
+        that line or the task-end line is enabled, or a failure store keeps it."""
+        logged = failure_logger.isEnabledFor(logging.INFO)
+        if not (logged or self.failure_store or logger.isEnabledFor(logging.INFO)):
+            return None
         evidence: dict[str, object] = {}
         details = getattr(exc, "details", None)  # a LlamonError's keyword details
         if isinstance(details, Mapping):
@@ -542,6 +629,8 @@ class CustomAgentExecutor(AgentExecutor):
             step_id=flow.node_id if flow else None,
             evidence=evidence,
         )
+        if not logged:
+            return record
         failure_logger.info(
             "task %s failed: %s %s",
             run.task_id,
@@ -549,16 +638,18 @@ class CustomAgentExecutor(AgentExecutor):
             json.dumps(record.to_dict(), ensure_ascii=False),
             extra={LOG_FIELDS: failure_log_fields(run.task_id, record)},
         )
+        return record
 
     async def _protocol_failure(self, run: _Run, exc: ServerError) -> None:
         """The agent raised ServerError: a JSON-RPC error for the caller, a failed task."""
         if not await self._claim_terminal(run, TaskState.failed):
             return  # cancelled first: the caller gets the canceled task
         data = self._record_protocol_error(run.task_id, exc)
-        run.failure = (data, reason_stage(data.error_reason))
+        run.failure = FailureRecord.from_error_data(data)
         if run.held is not None:
             run.held.clear()
         await self._close_stream(run)
+        run.failure_data = data
         await self._end(run, TaskState.failed, application_error_to_parts(data))
 
     def _record_protocol_error(self, task_id: str, exc: ServerError) -> ApplicationErrorData:
@@ -596,6 +687,13 @@ class CustomAgentExecutor(AgentExecutor):
             data = error_data_for_exception(exc)
         updater = TaskUpdater(event_queue, task_id, context_id)
         await updater.failed(updater.new_agent_message(application_error_to_parts(data)))
+        self._task_ended(
+            task_id, context_id, TaskState.failed, FailureRecord.from_error_data(data), None
+        )
+        if self.events is not None and self.events.active:
+            status = TaskStatus(state=TaskState.failed, timestamp=_now())
+            task = Task(id=task_id, context_id=context_id, status=status)
+            self._end_event(task, TaskState.failed, data, None)
         return True
 
     async def _end(
@@ -632,6 +730,10 @@ class CustomAgentExecutor(AgentExecutor):
         (nobody reads it any more) or when it refuses the event.
         """
         run.ending = False  # published below; nothing after it
+        self._task_ended(run.task_id, run.task.context_id, status.state, run.failure, run.started)
+        if self.events is not None and self.events.active:
+            chunks = run.chunks if run.streaming else None
+            self._end_event(run.task, status.state, run.failure_data, chunks)
         queue = run.updater.event_queue
         if not to_store and not queue.is_closed():
             try:
@@ -673,6 +775,35 @@ class CustomAgentExecutor(AgentExecutor):
             run.claim.decide(TaskState.failed)  # no await: no _end can interleave with this
             run.ending = False
 
+    def _task_ended(
+        self,
+        task_id: str,
+        context_id: str,
+        state: TaskState,
+        failure: FailureRecord | None,
+        started: float | None,
+    ) -> None:
+        """The task-end log line, and a failed task's failure handed to the failure store.
+
+        Never raises: neither may change the answer being published."""
+        try:
+            if logger.isEnabledFor(logging.INFO):
+                duration = None if started is None else (time.monotonic() - started) * 1000
+                fields = task_end_log_fields(task_id, state.value, failure, duration)
+                logger.info(task_end_message(fields), extra={LOG_FIELDS: fields})
+            if state == TaskState.failed and failure is not None and self.failure_store:
+                self.failure_store.record(
+                    StoredFailure.of(
+                        failure,
+                        task_id=task_id,
+                        context_id=context_id,
+                        agent=self.agent_name,
+                        node=failure.step_id if failure.stage == Stage.FLOW_NODE else None,
+                    )
+                )
+        except Exception:
+            logger.warning("task %s: its end was not logged or stored", task_id, exc_info=True)
+
     # -- shutdown -------------------------------------------------------------------
 
     async def shutdown(self) -> list[str]:
@@ -695,7 +826,9 @@ class CustomAgentExecutor(AgentExecutor):
             stopper = run.other_publisher()  # the run itself may be publishing its own end
             if not await self._claim_terminal(stopper, TaskState.failed):
                 continue
-            run.failure = (data, reason_stage(data.error_reason))  # for the run's span
+            stopper.failure = FailureRecord.from_error_data(data)
+            stopper.failure_data = data
+            run.failure_data = data  # for the run's own span and metrics
             status = TaskStatus(
                 state=TaskState.failed,
                 message=_agent_message(run, application_error_to_parts(data)),
@@ -739,6 +872,7 @@ class CustomAgentExecutor(AgentExecutor):
             task=task,
             streaming=False,
             claim=claim or RunClaim(task_id=task.id, context_id=task.context_id),
+            started=running.started if running is not None else None,
         )
         await self._end(canceler, TaskState.canceled, None)
 
@@ -772,6 +906,40 @@ def _agent_message(run: _Run, parts: list[Part]) -> Message:
     )
 
 
+def task_end_log_fields(
+    task_id: str, state: str, failure: FailureRecord | None, duration_ms: float | None
+) -> dict[str, object]:
+    """The structured fields of the task-end line: ``event`` (``task_end``), ``taskId``,
+    ``state``, ``errorCode``, ``reason``, ``stage``, ``incidentId`` (``None`` unless failed)
+    and ``durationMs`` (``None`` when unknown)."""
+    incident = failure.evidence.get("incident_id") if failure is not None else None
+    return {
+        "event": "task_end",
+        "taskId": task_id,
+        "state": state,
+        "errorCode": failure.error_code.value if failure is not None else None,
+        "reason": failure.reason if failure is not None else None,
+        "stage": failure.stage if failure is not None else None,
+        "incidentId": incident if isinstance(incident, str) else None,
+        "durationMs": None if duration_ms is None else round(duration_ms, 1),
+    }
+
+
+def task_end_message(fields: Mapping[str, object]) -> str:
+    """``task <id> <state> in <ms> ms`` and, for a failure, ``errorCode=... reason=...
+    stage=... incidentId=...`` (the fields that are set)."""
+    duration = fields.get("durationMs")
+    text = f"task {fields['taskId']} {fields['state']}"
+    if duration is not None:
+        text += f" in {duration} ms"
+    extras = [
+        f"{key}={fields[key]}"
+        for key in ("errorCode", "reason", "stage", "incidentId")
+        if fields.get(key) is not None
+    ]
+    return " ".join([text, *extras])
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat()
 
@@ -786,6 +954,12 @@ def _being_cancelled() -> bool:
 def _blocking(context: RequestContext) -> bool:
     configuration = context.configuration
     return configuration is None or configuration.blocking is not False
+
+
+def _default_name(agent: object) -> str:
+    """An agent's name for its spans and metrics when none was given: its ``name``, else
+    its class."""
+    return str(getattr(agent, "name", None) or type(agent).__name__)
 
 
 def _headers(context: RequestContext) -> Mapping[str, str] | None:

@@ -107,6 +107,8 @@ logger = logging.getLogger("llamon_agent.a2a")
 
 RUN_END_WAIT: Final = 30.0
 """Seconds a cancel waits for the run it ended (or lost to) to have its end stored."""
+CLOSE_WAIT: Final = 10.0
+"""Seconds a stopping server waits for its cancelled background tasks to end."""
 _CLAIM_TRIES: Final = 3
 """How often a repeat waits for another request starting the same send before it runs."""
 CLAIM_GRACE: Final = 10.0
@@ -240,8 +242,33 @@ class LlamonRequestHandler(DefaultRequestHandler):
         self.guarded_store: GuardedTaskStore = guarded
         self.sent = SentMessages(guarded, idempotency_window)
         self._producer_claims: dict[asyncio.Task[Any], RunClaim] = {}
+        self._closed = False  # set by aclose: the server stopped
         if agent_executor.task_store is task_store:  # one guard, one set of pending ends
             agent_executor.task_store = guarded
+
+    async def aclose(self) -> None:
+        """Cancel what still runs in the background as the server stops -- the consumer of
+        a stream whose client left, a run the shutdown already ended -- and wait for it
+        (at most ``CLOSE_WAIT`` seconds), so no task is left pending when the event loop
+        closes."""
+        self._closed = True
+        pending = [
+            task
+            for task in (*self._background_tasks, *self._running_agents.values())
+            if not task.done()
+        ]
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=CLOSE_WAIT)
+
+    def _track_background_task(self, task: asyncio.Task[Any]) -> None:
+        """a2a-sdk's tracking of a background task; once the server stopped (``aclose``),
+        one started late (a stream's consumer whose caller left as the server stopped) is
+        cancelled at once, never left waiting for events that will not come."""
+        super()._track_background_task(task)
+        if self._closed:
+            task.cancel()
 
     async def _run_event_stream(self, request: RequestContext, queue: EventQueue) -> None:
         """Run the executor, then close the queue; a raise ends the task failed at once.
@@ -343,6 +370,9 @@ class LlamonRequestHandler(DefaultRequestHandler):
         try:
             await producer_task
         except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # this cleanup itself is cancelled: the server stops (``aclose``)
             logger.debug("task %s: the agent was cancelled", task_id)
         claim = self._producer_claims.pop(producer_task, None)
         if isinstance(self._queue_manager, LlamonQueueManager) and claim is not None:

@@ -32,11 +32,13 @@ from llamon_agent.a2a.push_policy import PushPolicy
 from llamon_agent.a2a.serve_logging import LogFormat, serve_log_config
 from llamon_agent.a2a.server import create_app
 from llamon_agent.a2a.stores import (
+    FailureRetention,
     MemoryLimits,
     StoreKind,
     open_stores,
     reconcile_orphaned_tasks,
 )
+from llamon_agent.core.events import EventBus
 
 __all__ = ["ServeOptions", "bind_socket", "default_card", "load_target", "serve_agent"]
 
@@ -68,9 +70,14 @@ class ServeOptions:
     push_policy: PushPolicy | None = None
     """Which webhook URLs push notifications may reach (``create_app(push_policy=)``);
     ``None``: http(s) to public addresses, plus the networks in ``LLAMON_PUSH_ALLOW``."""
+    failure_retention: FailureRetention | None = None
+    """How long and how many failed tasks' failures the store keeps
+    (``open_stores(failure_retention=)``); ``None``: 30 days / 100 000, or ``LLAMON_FAILURES_*``."""
     idempotency_window: float | None = None
     """Seconds a repeated send is answered with the task it started
     (``create_app(idempotency_window=)``); ``None``: ``LLAMON_IDEMPOTENCY_WINDOW``, else 24 h."""
+    events: EventBus | None = None
+    """The bus runner events go to (``create_app(events=)``; serves ``/tasks/{id}/events``)."""
     metrics: bool = False
     """Serve ``GET /metrics`` (``create_app(metrics=)``; needs the ``otel`` extra)."""
 
@@ -184,7 +191,10 @@ async def serve_agent(
     host, port = sock.getsockname()[:2]
     url = f"http://{host}:{port}/"
     stores = await open_stores(
-        options.store, dsn=options.database_url, memory_limits=options.memory_limits
+        options.store,
+        dsn=options.database_url,
+        memory_limits=options.memory_limits,
+        failure_retention=options.failure_retention,
     )
     exits = AsyncExitStack()
     try:
@@ -214,6 +224,8 @@ async def serve_agent(
             gc_freeze=options.gc_freeze,
             push_policy=options.push_policy,
             idempotency_window=options.idempotency_window,
+            failure_store=stores.failures,
+            events=options.events,
             metrics=options.metrics,
         )
         logging_setup: dict[str, Any] = {}

@@ -61,6 +61,7 @@ from llamon_agent.a2a.body import (
     read_body,
 )
 from llamon_agent.a2a.card import auth_spec_from_card, mode_problems
+from llamon_agent.a2a.events_route import TaskEventLog, task_events_route
 from llamon_agent.a2a.executor import CustomAgentExecutor
 from llamon_agent.a2a.handler import LlamonRequestHandler
 from llamon_agent.a2a.health import health_routes
@@ -76,7 +77,9 @@ from llamon_agent.a2a.push import BackgroundPushSender, PolicyCheckedConfigStore
 from llamon_agent.a2a.push_policy import PushPolicy
 from llamon_agent.a2a.sent import DEFAULT_WINDOW
 from llamon_agent.a2a.stores import memory_stores
+from llamon_agent.a2a.stores.failures import FailureStore
 from llamon_agent.client.extensions import IDEMPOTENT_SEND_EXTENSION
+from llamon_agent.core.events import EventBus
 from llamon_agent.core.logs import install_log_scrubbing
 from llamon_agent.core.settings import idempotency_window_setting, push_allow_setting
 
@@ -399,6 +402,8 @@ def create_app(
     gc_freeze: bool = True,
     push_policy: PushPolicy | None = None,
     idempotency_window: float | None = None,
+    failure_store: FailureStore | None = None,
+    events: EventBus | None = None,
     metrics: bool = False,
 ) -> Starlette:
     """The A2A Starlette app for ``agent`` (anything ``as_agent`` accepts) and its card.
@@ -429,6 +434,13 @@ def create_app(
     (``llamon_agent.a2a.sent``); ``None``: ``LLAMON_IDEMPOTENCY_WINDOW``, else 24 h;
     ``0``: off. A bad value raises ``ValueError``. ``app.state.llamon_sent_messages``
     holds them.
+    ``failure_store``: where every failed task's failure is kept, with the card's name as
+    its agent (``stores.failures``; default a bounded one in memory);
+    ``app.state.llamon_failure_store`` holds it.
+    ``events``: the ``EventBus`` the tasks' runner events go to (the executor's, and the
+    loop, flow and MCP events of the agent inside each task); it also serves
+    ``GET /tasks/{id}/events`` (SSE, ``a2a.events_route``), whose ``TaskEventLog``
+    (``app.state.llamon_task_events``) subscribes to it. ``None``: no events, no route.
     ``metrics``: serve ``GET /metrics``, the OpenTelemetry metrics in the Prometheus text
     format (``a2a.metrics_route``; needs the ``otel`` extra), behind the same credentials
     as the agent; off by default.
@@ -438,9 +450,14 @@ def create_app(
     defaults = memory_stores()  # used for whichever store is not given
     tasks = defaults.task_store if task_store is None else task_store
     limits = limits or RequestLimits(input_modes=tuple(card.default_input_modes) or None)
-    if executor is None:
-        executor = CustomAgentExecutor(agent, limits=limits, task_store=tasks)
-        executor.agent_name = card.name  # the gen_ai.agent.name of its spans and metrics
+    executor = executor or CustomAgentExecutor(
+        agent, limits=limits, task_store=tasks, events=events
+    )
+    if events is not None and executor.events is None:
+        executor.events = events
+    if executor.failure_store is None:
+        executor.failure_store = failure_store or defaults.failures
+    executor.agent_name = executor.agent_name or card.name
     push_enabled = bool(card.capabilities and card.capabilities.push_notifications)
     push_store: PushNotificationConfigStore | None = None
     if push_enabled:
@@ -474,8 +491,11 @@ def create_app(
             ended = await executor.shutdown()
             if ended:
                 logger.warning("server stopping: ended %d running task(s) failed", len(ended))
+            await handler.aclose()
             if push_sender is not None:
                 await push_sender.aclose()
+            if events is not None:
+                await events.flush(within=1.0)  # the last events reach their files
             if on_shutdown is not None:
                 result = on_shutdown()
                 if hasattr(result, "__await__"):
@@ -485,6 +505,11 @@ def create_app(
         agent_card=card, http_handler=handler, extended_agent_card=extended_card, limits=limits
     ).build(lifespan=lifespan)
     app.router.routes.extend(health_routes(tasks))  # /healthz, /readyz: open, like the card
+    task_events: TaskEventLog | None = None
+    if events is not None:
+        task_events = TaskEventLog()
+        events.subscribe_inline(task_events, name="task-events")  # O(1), never blocks
+        app.router.routes.append(task_events_route(task_events, handler.task_store))
     if metrics:
         from llamon_agent.a2a.metrics_route import metrics_routes  # the otel extra's
 
@@ -493,6 +518,9 @@ def create_app(
         app.add_middleware(AuthMiddleware, config=auth)
     app.state.llamon_executor = executor
     app.state.llamon_task_store = tasks
+    app.state.llamon_failure_store = executor.failure_store
     app.state.llamon_push_sender = push_sender
     app.state.llamon_sent_messages = handler.sent
+    app.state.llamon_request_handler = handler
+    app.state.llamon_task_events = task_events
     return app

@@ -20,9 +20,10 @@ best-effort (see docs/client-retry.md).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
 
@@ -57,7 +58,9 @@ from llamon_agent.client.extensions import IDEMPOTENT_SEND_EXTENSION
 from llamon_agent.client.result import RemoteResult
 from llamon_agent.client.retry import SYSTEM_CLOCK, RetryClock, RetryPolicy, call_with_retry
 from llamon_agent.core.classify import classify_received
-from llamon_agent.core.codes import ErrorCode
+from llamon_agent.core.codes import ErrorCode, Stage
+from llamon_agent.core.events import RunnerEvent, current_scope, emit, failure_metadata, observed
+from llamon_agent.core.failures import FailureRecord
 from llamon_agent.core.telemetry import inject_trace_headers
 from llamon_agent.exceptions import LlamonError
 
@@ -464,6 +467,33 @@ class AgentClient:
             raise
         return RemoteResult.from_task(task)
 
+    async def events(self, task_id: str, *, forward: bool = False) -> AsyncIterator[RunnerEvent]:
+        """The called agent's runner events of ``task_id`` (its ``GET /tasks/{id}/events``,
+        a llamon agent served with an ``EventBus``), until the one that ends the task's turn.
+
+        Each becomes a ``RunnerEvent`` with ``RunnerEvent.from_dict``: fields this SDK does
+        not know are kept in ``extra``, scrubbed by value. ``forward``: each is also
+        published to the bus of the surrounding ``event_scope`` (your server's, inside a
+        task), as received. A refused request (no such task for you, credentials, no
+        events route) raises the ``RemoteAgentError`` family, like any call.
+        """
+        card = await self.card()
+        headers = await self.auth.headers(card) if self.auth is not None else {}
+        url = f"{self._url.rstrip('/')}/tasks/{task_id}/events"
+        scope = current_scope() if forward else None
+        try:
+            async with self._http.stream("GET", url, headers=headers, timeout=None) as response:
+                response.raise_for_status()
+                async for line in response.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    event = RunnerEvent.from_dict(json.loads(line.removeprefix("data:")))
+                    if scope is not None and scope.bus.active:
+                        scope.bus.publish(event)
+                    yield event
+        except (httpx.HTTPError, ValueError) as exc:
+            raise self._error(exc, task_id=task_id, context_id=None) from exc
+
     # -- one call, retried ----------------------------------------------------------------
 
     async def _call(
@@ -493,7 +523,7 @@ class AgentClient:
                 raise self._error(exc, task_id=task_id, context_id=context_id) from exc
 
         clock = self.clock
-        return await call_with_retry(
+        retried = call_with_retry(
             attempt,
             policy=retry or self.retry,
             idempotent=idempotent,
@@ -503,6 +533,26 @@ class AgentClient:
             rng=clock.random,
             operation=operation,
         )
+        if not observed():
+            return await retried
+        try:
+            answered = await retried
+        except Exception as exc:
+            record = FailureRecord.from_exception(exc, stage=Stage.A2A_CALL)
+            failed = {"operation": operation, "outcome": "failed", **failure_metadata(record)}
+            emit("remote.call", Stage.A2A_CALL, metadata=failed)
+            raise
+        card, answer = answered
+        metadata: dict[str, object] = {"operation": operation, "outcome": "ok"}
+        if isinstance(answer, Task):
+            metadata["state"] = answer.status.state.value
+            if answer.status.state in _FAILED:  # answered with a failed task
+                record = FailureRecord.from_exception(
+                    remote_error_from_task(answer, agent=card.name), stage=Stage.A2A_CALL
+                )
+                metadata.update(outcome="failed", **failure_metadata(record))
+        emit("remote.call", Stage.A2A_CALL, metadata=metadata)
+        return answered
 
     async def _cancel_remote(
         self, task_id: str | None, *, resend: MessageSendParams | None = None

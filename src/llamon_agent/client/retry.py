@@ -33,7 +33,9 @@ it, no attempt starts after it). A code missing from ``kinds`` is never retried.
 The exception the runner finally raises is the last attempt's, marked with
 ``core.classify.mark_retried``: its classification says ``retried`` (the retries made
 before it) and ``attempt_codes`` (each attempt's error code, in order), which the failure
-record and the A2A error data report. Each retry is logged at INFO on
+record and the A2A error data report. Each retry is a ``remote.retry`` runner event
+(stage ``a2a_call``: reason, code, HTTP status, ``attempt``, ``wait_ms``) when someone
+listens (``core.events``). Each retry is logged at INFO on
 ``llamon_agent.client`` with the code, reason and HTTP status, never a URL or the
 exception's text.
 """
@@ -54,7 +56,8 @@ from typing import Final, TypeVar
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from llamon_agent.core.classify import Classification, classify_received, mark_retried
-from llamon_agent.core.codes import ErrorCode
+from llamon_agent.core.codes import ErrorCode, Stage
+from llamon_agent.core.events import emit, observed
 
 __all__ = [
     "DEFAULT_KINDS",
@@ -200,6 +203,7 @@ class _Run:
     refreshed: bool = False
     refresh_next: bool = False
     why: str = ""
+    found: Classification | None = None
     last: Exception | None = None
 
 
@@ -253,6 +257,7 @@ async def call_with_retry(
         run.wait = wait if left is None else min(wait, left)
         status = f", HTTP {found.http_status}" if found.http_status is not None else ""
         run.why = f"{found.code.value} {found.reason}{status}"
+        run.found = found
         return True
 
     def failed(exc: Exception) -> None:
@@ -261,6 +266,21 @@ async def call_with_retry(
         run.last = exc
 
     def log_retry(retry: int, wait: float) -> None:
+        if observed() and run.found is not None:
+            found = run.found
+            metadata: dict[str, object] = {
+                "failure_reason": found.reason,
+                "error_code": found.code.value,
+                "retryable": found.retriable,
+                "attempt": retry,
+                "max_retries": policy.max_attempts - 1,
+                "wait_ms": round(wait * 1000),
+                "refresh": run.refresh_next,
+                "operation": operation,
+            }
+            if found.http_status is not None:
+                metadata["http_status"] = found.http_status
+            emit("remote.retry", Stage.A2A_CALL, metadata=metadata)
         action = "refreshing credentials, " if run.refresh_next else ""
         logger.info(
             "%s failed (%s); %sretry %d of %d in %.3f s",

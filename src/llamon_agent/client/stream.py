@@ -81,7 +81,9 @@ from llamon_agent.client.errors import (
 )
 from llamon_agent.client.result import RemoteResult
 from llamon_agent.client.retry import RetryPolicy, call_with_retry
-from llamon_agent.core.codes import ErrorCode
+from llamon_agent.core.codes import ErrorCode, Stage
+from llamon_agent.core.events import emit, observed
+from llamon_agent.core.scrub import scrub_text
 
 if TYPE_CHECKING:
     from llamon_agent.client.agent_client import AgentClient
@@ -193,12 +195,23 @@ class _Follower:
     # -- what the caller is given --------------------------------------------------------
 
     def _chunk(
-        self, artifact_id: str, name: str | None, full: list[Part], *, last: bool
+        self,
+        artifact_id: str,
+        name: str | None,
+        full: list[Part],
+        *,
+        last: bool,
+        stored: bool = False,
     ) -> ArtifactChunk | None:
-        """The chunk that brings the caller from what it holds to ``full``."""
+        """The chunk that brings the caller from what it holds to ``full`` (``stored``:
+        the artifact as the store holds it, which may lag what the stream gave)."""
         held = self.delivered.get(artifact_id)
         if held is not None and full[: len(held)] == held:
             new, append = full[len(held) :], True
+        elif stored and held is not None and held[: len(full)] == full:
+            # a store read from before the stream's last chunks were saved: nothing new,
+            # and the caller keeps what it has
+            new, append, full = [], True, held
         else:
             new, append = full, False
         self.delivered[artifact_id] = list(full)
@@ -253,13 +266,19 @@ class _Follower:
 
     def reconcile(self, snapshot: Task) -> list[StreamEvent]:
         """Give the caller what ``snapshot`` (the task as stored) holds beyond what it has."""
+        before = list(self.task.artifacts or []) if self.task is not None else []
         self.task = snapshot.model_copy(deep=True)
         found: list[StreamEvent] = []
-        for artifact in snapshot.artifacts or []:
+        for artifact in self.task.artifacts or []:
             parts = list(artifact.parts)
-            chunk = self._chunk(artifact.artifact_id, artifact.name, parts, last=False)
+            chunk = self._chunk(artifact.artifact_id, artifact.name, parts, last=False, stored=True)
             if chunk is not None:
                 found.append(chunk)
+            artifact.parts = list(self.delivered[artifact.artifact_id])  # never behind
+        stored = {artifact.artifact_id for artifact in self.task.artifacts or []}
+        behind = [artifact for artifact in before if artifact.artifact_id not in stored]
+        if behind:  # given by the stream, not saved yet when the store was read
+            self.task.artifacts = [*(self.task.artifacts or []), *behind]
         status = self._status(snapshot.status)
         if status is not None:
             found.append(status)
@@ -270,8 +289,9 @@ class _Follower:
         if snapshot.status.state in _ENDS or _status_key(snapshot.status) != self.status:
             return True
         for artifact in snapshot.artifacts or []:
-            if list(artifact.parts) != self.delivered.get(artifact.artifact_id):
-                return True
+            parts, held = list(artifact.parts), self.delivered.get(artifact.artifact_id)
+            if held is None or (parts != held and held[: len(parts)] != parts):
+                return True  # new parts, or a replaced artifact; not a lagging read
         return False
 
     @property
@@ -349,6 +369,7 @@ class _Follower:
             self.card.name,
             self.known.id,
         )
+        self._resume_event("stream_broke")
         idle = 0
         snapshot = await self._retried(self.get, "tasks/get")
         while True:
@@ -370,11 +391,19 @@ class _Follower:
                 logger.info(
                     "task %s: the resubscribed stream broke; reading it again", self.known.id
                 )
+                self._resume_event("resubscribe_broke")
                 snapshot = await self._retried(self.get, "tasks/get")
                 continue
             except _Refused:
                 logger.info("task %s: it cannot be followed; polling it", self.known.id)
+                self._resume_event("polling")
             snapshot = await self._retried(self.poll, "tasks/get")
+
+    def _resume_event(self, how: str) -> None:
+        """A ``remote.resume`` runner event: why the called task is followed again."""
+        if observed():
+            metadata = {"resume": how, "remote_task_id": scrub_text(self.known.id, max_length=200)}
+            emit("remote.resume", Stage.A2A_CALL, metadata=metadata)
 
     async def _follow(self) -> AsyncIterator[StreamEvent]:
         """A resubscribed stream: each artifact event (and the first event, whatever it is)

@@ -12,6 +12,7 @@ Modules, in the order a failure travels through them:
 * ``scrub``      -- the security boundary every message and evidence passes through
 * ``hitl``       -- ``HITLInterrupt``
 * ``flow_context`` -- ``FlowContext``: where a failed flow stopped
+* ``events``     -- ``RunnerEvent`` (every runtime's events) and ``EventBus``
 * ``settings``   -- every ``LLAMON_*`` environment variable, its default and its reader
 
 ``core`` imports no transport package (a2a-sdk, mcp, LangGraph, Starlette ...): the layers

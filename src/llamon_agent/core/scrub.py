@@ -46,6 +46,7 @@ __all__ = [
     "allow_evidence_keys",
     "keyed_hash",
     "scrub_evidence",
+    "scrub_forwarded",
     "scrub_public_text",
     "scrub_text",
     "scrub_value",
@@ -1413,3 +1414,56 @@ def allow_evidence_keys(*keys: str, suffixes: Iterable[str] = ()) -> None:
         _allowed_suffixes = _allowed_suffixes + tuple(
             suffix for suffix in dict.fromkeys(new_suffixes) if suffix not in _allowed_suffixes
         )
+
+
+def _forwarded_value(value: object, depth: int) -> object:
+    if isinstance(value, str):
+        return scrub_public_text(str.__str__(value), max_length=_EVIDENCE_TEXT_LIMIT)
+    if isinstance(value, Mapping):
+        if depth > _MAX_DEPTH:
+            return _DEPTH_LIMIT
+        return _forwarded_mapping(value, depth + 1)
+    if isinstance(value, list | tuple):
+        if depth > _MAX_DEPTH:
+            return _DEPTH_LIMIT
+        return [_forwarded_value(item, depth + 1) for item in value[:_MAX_ITEMS]]
+    return _scrub_value(value, depth)
+
+
+def _forwarded_mapping(mapping: Mapping[Any, object], depth: int) -> dict[str, object]:
+    result: dict[str, object] = {}
+    for raw_key, value in mapping.items():
+        if len(result) >= _MAX_ITEMS:
+            break
+        key = scrub_text(
+            str.__str__(raw_key) if isinstance(raw_key, str) else str(raw_key), max_length=64
+        )
+        norm = _normalise_key(key)
+        if _is_credential(norm) or _is_plural_credential(norm, value):
+            result[key] = REDACTED if _present(value) else None
+        elif norm in _IDENTITY_KEYS:
+            result[key] = _hash_of(value)
+        else:
+            result[key] = _forwarded_value(value, depth)
+    return result
+
+
+def scrub_forwarded(fields: Mapping[str, object] | None) -> dict[str, object]:
+    """The safe form of fields received from elsewhere and passed on (unknown event fields).
+
+    Unlike :func:`scrub_evidence` no key is dropped for being unknown: every key stays
+    (its name passed through :func:`scrub_text`), and its value is scrubbed by value:
+    text through :func:`scrub_public_text` (500 characters at most), mappings and lists
+    recursively (50 items, 5 levels), anything else as :func:`scrub_value` does. Keys
+    that name a credential keep their key with ``"[REDACTED]"`` as the value (``None``
+    when empty); identity keys (``user_id``, ``email`` ...) hold ``keyed_hash`` of theirs.
+    Never raises (``{"scrub_failed": True}`` on an internal error).
+    """
+    if not fields:
+        return {}
+    try:
+        if not isinstance(fields, Mapping):
+            return {"scrub_failed": True}
+        return _forwarded_mapping(fields, 1)
+    except Exception:
+        return {"scrub_failed": True}

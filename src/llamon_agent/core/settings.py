@@ -18,6 +18,9 @@ operator can change a variable before the part that reads it starts.
   default.
 * ``LLAMON_IDEMPOTENCY_WINDOW`` -- seconds a server answers a repeated ``message/send``
   (same ``messageId``) with the task it started; default 86400 (24 h), ``0`` turns it off.
+* ``LLAMON_FAILURES_MAX_AGE`` -- seconds a failed task's failure record is kept in the
+  failure store; default 2592000 (30 days).
+* ``LLAMON_FAILURES_MAX_ROWS`` -- failure records kept; default 100000 (oldest go first).
 * ``LLAMON_API_KEY``, ``LLAMON_BEARER_TOKEN`` -- ``llamon serve``: the API key or bearer
   token callers must send; none by default.
 
@@ -36,6 +39,8 @@ __all__ = [
     "BEARER_TOKEN_ENV",
     "DATABASE_URL_ENV",
     "DEBUG_ERRORS_ENV",
+    "FAILURES_MAX_AGE_ENV",
+    "FAILURES_MAX_ROWS_ENV",
     "HOME_ENV",
     "IDEMPOTENCY_WINDOW_ENV",
     "MCP_CONFIG_ENV",
@@ -47,6 +52,8 @@ __all__ = [
     "StoreKind",
     "database_url_setting",
     "debug_errors_enabled",
+    "failures_max_age_setting",
+    "failures_max_rows_setting",
     "home_directory",
     "idempotency_window_setting",
     "llamon_home",
@@ -93,6 +100,12 @@ IDEMPOTENCY_WINDOW_ENV: Final = "LLAMON_IDEMPOTENCY_WINDOW"
 
 API_KEY_ENV: Final = "LLAMON_API_KEY"
 """``llamon serve --api-key``: the API key callers must send."""
+
+FAILURES_MAX_AGE_ENV: Final = "LLAMON_FAILURES_MAX_AGE"
+"""Seconds a failure record is kept in the failure store; default 30 days."""
+
+FAILURES_MAX_ROWS_ENV: Final = "LLAMON_FAILURES_MAX_ROWS"
+"""Failure records the failure store keeps; default 100 000."""
 
 BEARER_TOKEN_ENV: Final = "LLAMON_BEARER_TOKEN"  # noqa: S105 (a variable name)
 """``llamon serve --bearer-token``: the bearer token callers must send."""
@@ -176,3 +189,37 @@ def idempotency_window_setting() -> float | None:
             f"{IDEMPOTENCY_WINDOW_ENV} must be a number of seconds >= 0, got {value!r}"
         )
     return seconds
+
+
+def failures_max_age_setting() -> float | None:
+    """``$LLAMON_FAILURES_MAX_AGE`` in seconds, or None when unset or empty.
+
+    Raises ``ValueError`` naming the variable when it is not a finite number > 0.
+    """
+    value = os.environ.get(FAILURES_MAX_AGE_ENV, "").strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < float("inf"):
+        raise ValueError(f"{FAILURES_MAX_AGE_ENV} must be a number of seconds > 0, got {value!r}")
+    return seconds
+
+
+def failures_max_rows_setting() -> int | None:
+    """``$LLAMON_FAILURES_MAX_ROWS``, or None when unset or empty.
+
+    Raises ``ValueError`` naming the variable when it is not a whole number >= 1.
+    """
+    value = os.environ.get(FAILURES_MAX_ROWS_ENV, "").strip()
+    if not value:
+        return None
+    try:
+        rows = int(value)
+    except ValueError:
+        rows = 0
+    if rows < 1:
+        raise ValueError(f"{FAILURES_MAX_ROWS_ENV} must be a whole number >= 1, got {value!r}")
+    return rows

@@ -22,6 +22,11 @@ everything before it. ``node_kind`` travels into a failed answer as
 (input-required); the caller's answer resumes it at that node, which runs again from its
 top with the answer in the state. LangGraph 1.2's ``retry_policy`` and ``timeout`` pass
 through; a node timeout is ``UPSTREAM_TIMEOUT``.
+
+Runner events (inside an ``event_scope``, e.g. an A2A task whose server has an
+``EventBus``): ``node.started``, then ``node.completed``, ``node.failed`` (the failure's
+reason and code in ``trace_metadata``) or ``node.interrupted`` (the node asked the
+caller); ``node`` names the node, ``trace_metadata.node_kind`` its kind.
 """
 
 from __future__ import annotations
@@ -33,13 +38,15 @@ from typing import Annotated, Any, Self
 
 from llamon_agent._extras import requires_extra
 from llamon_agent.core.codes import Stage
+from llamon_agent.core.events import emit, failure_metadata, observed
+from llamon_agent.core.failures import FailureRecord
 from llamon_agent.core.hitl import DEFAULT_RESUME_KEY, HITLInterrupt
 from llamon_agent.core.telemetry import flow_node_span, mark_exception
 
 with requires_extra("langgraph", "llamon_agent.flow"):
     from langgraph.channels.binop import BinaryOperatorAggregate
     from langgraph.checkpoint.base import BaseCheckpointSaver
-    from langgraph.errors import GraphBubbleUp
+    from langgraph.errors import GraphBubbleUp, GraphInterrupt
     from langgraph.graph import END, START, StateGraph
     from langgraph.types import RetryPolicy, TimeoutPolicy, interrupt
 
@@ -160,8 +167,41 @@ def _interrupt_value(request: HITLInterrupt) -> dict[str, Any]:
     }
 
 
-def _wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn a returned ``HITLInterrupt`` into LangGraph's ``interrupt()``.
+class _NodeEvents:
+    """The ``node.*`` events of one node call (nothing is built when nobody listens)."""
+
+    __slots__ = ("kind", "name", "on")
+
+    def __init__(self, name: str, kind: str) -> None:
+        self.name = name
+        self.kind = kind
+        self.on = observed()
+        if self.on:
+            emit("node.started", Stage.FLOW_NODE, node=name, metadata={"node_kind": kind})
+
+    def completed(self) -> None:
+        if self.on:
+            emit("node.completed", Stage.FLOW_NODE, node=self.name, metadata=self._kind())
+
+    def raised(self, exc: BaseException) -> None:
+        if not self.on:
+            return
+        if isinstance(exc, GraphInterrupt):
+            emit("node.interrupted", Stage.FLOW_NODE, node=self.name, metadata=self._kind())
+        elif not isinstance(exc, GraphBubbleUp):  # LangGraph's own control flow
+            record = FailureRecord.from_exception(exc, stage=Stage.FLOW_NODE, step_id=self.name)
+            metadata = {**failure_metadata(record), "node_kind": self.kind}
+            emit("node.failed", Stage.FLOW_NODE, node=self.name, metadata=metadata)
+
+    def _kind(self) -> dict[str, object]:
+        return {"node_kind": self.kind}
+
+
+def _wrap(
+    fn: Callable[..., Any], name: str = "node", kind: str = DEFAULT_NODE_KIND
+) -> Callable[..., Any]:
+    """Turn a returned ``HITLInterrupt`` into LangGraph's ``interrupt()``; emit the node's
+    runner events.
 
     On resume LangGraph runs the node again; the wrapper then gets the caller's answer from
     ``interrupt()``, merges it into the state (a text answer under ``resume_key``) and
@@ -171,30 +211,42 @@ def _wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
     if inspect.iscoroutinefunction(fn):
 
         async def run_async(state: Any) -> Any:
-            called = _node_state(state)
-            result = await fn(called)
-            answers: dict[str, Any] = {}
-            while isinstance(result, HITLInterrupt):
-                update = _resume_update(result, interrupt(_interrupt_value(result)), called)
-                answers.update(update)
-                state = {**state, **update} if isinstance(state, Mapping) else state
+            events = _NodeEvents(name, kind)
+            try:
                 called = _node_state(state)
                 result = await fn(called)
+                answers: dict[str, Any] = {}
+                while isinstance(result, HITLInterrupt):
+                    update = _resume_update(result, interrupt(_interrupt_value(result)), called)
+                    answers.update(update)
+                    state = {**state, **update} if isinstance(state, Mapping) else state
+                    called = _node_state(state)
+                    result = await fn(called)
+            except BaseException as exc:
+                events.raised(exc)
+                raise
+            events.completed()
             return _merge(answers, result)
 
         run_async.__name__ = getattr(fn, "__name__", "node")
         return run_async
 
     def run(state: Any) -> Any:
-        called = _node_state(state)
-        result = fn(called)
-        answers: dict[str, Any] = {}
-        while isinstance(result, HITLInterrupt):
-            update = _resume_update(result, interrupt(_interrupt_value(result)), called)
-            answers.update(update)
-            state = {**state, **update} if isinstance(state, Mapping) else state
+        events = _NodeEvents(name, kind)
+        try:
             called = _node_state(state)
             result = fn(called)
+            answers: dict[str, Any] = {}
+            while isinstance(result, HITLInterrupt):
+                update = _resume_update(result, interrupt(_interrupt_value(result)), called)
+                answers.update(update)
+                state = {**state, **update} if isinstance(state, Mapping) else state
+                called = _node_state(state)
+                result = fn(called)
+        except BaseException as exc:
+            events.raised(exc)
+            raise
+        events.completed()
         return _merge(answers, result)
 
     run.__name__ = getattr(fn, "__name__", "node")
@@ -274,7 +326,7 @@ class GraphBuilder:
             raise ValueError(f"node_kind of {name!r} must be non-empty ASCII")
         self._graph.add_node(
             name,
-            _traced(_wrap(fn), self.name, name, node_kind),
+            _traced(_wrap(fn, name, node_kind), self.name, name, node_kind),
             retry_policy=retry_policy,
             timeout=timeout,
             metadata={"llamon.node_kind": node_kind},

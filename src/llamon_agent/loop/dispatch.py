@@ -155,7 +155,7 @@ class ToolDispatcher:
         ``ToolEscalation`` when the tool's ``call`` raised. Never raises (but for
         cancellation).
         """
-        observed = self.events.handler is not None  # (no event is built for no one)
+        observed = self.events.observed  # (no event is built for no one)
         if observed:
             await self.events.emit(
                 "step.started",

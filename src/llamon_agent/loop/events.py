@@ -20,6 +20,10 @@ type                stage       when
 when forwarding; new fields and event types are additive. A handler that raises is
 logged and ignored: observing a run never changes it.
 
+``LoopEvent`` is ``llamon_agent.core.events.RunnerEvent``, the event every runtime emits.
+Inside an A2A task (or any ``event_scope``) the run's events also go to that scope's
+``EventBus``, stamped with the task's ids.
+
 An ``EventSink`` is where one run's events go: the runner makes one per run and hands it
 to its ``ToolDispatcher``, which emits the ``step.*`` events into it.
 """
@@ -28,59 +32,58 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TypeAlias
 
-from llamon_agent.core.failures import FailureRecord
+from llamon_agent.core.events import (
+    EventBus,
+    EventCallback,
+    RunnerEvent,
+    current_scope,
+    failure_metadata,
+)
 
 __all__ = ["EventHandler", "EventSink", "LoopEvent", "failure_metadata"]
 
 logger = logging.getLogger("llamon_agent.loop")
 
+LoopEvent: TypeAlias = RunnerEvent
+"""One thing that happened in a run (see the module docstring for the types)."""
 
-@dataclass(frozen=True, slots=True)
-class LoopEvent:
-    """One thing that happened in a run (see the module docstring for the types)."""
-
-    type: str
-    stage: str
-    run_id: str
-    round: int = 0
-    tool: str | None = None
-    step_id: str | None = None
-    trace_metadata: Mapping[str, object] = field(default_factory=dict)
-
-
-EventHandler: TypeAlias = Callable[[LoopEvent], Awaitable[None] | None]
+EventHandler: TypeAlias = EventCallback
 """Receives each ``LoopEvent``; may be a plain or an ``async`` function."""
-
-
-def failure_metadata(record: FailureRecord) -> dict[str, object]:
-    """``trace_metadata`` for a failure: ``failure_reason``, code, retryable, then evidence."""
-    return {
-        "failure_reason": record.reason,
-        "error_code": record.error_code.value,
-        "retryable": record.retryable,
-        "message": record.message,
-        **record.evidence,
-    }
 
 
 class EventSink:
     """Where one run's ``LoopEvent``\\s go: ``emit`` stamps them with ``run_id``.
 
-    ``handler`` may be a plain or an ``async`` function, or None: events are dropped (a
-    hot path tests ``handler is None`` and skips building them). A handler that raises
-    is logged (warning, the exception's type only) and ignored: ``emit`` never raises
-    (but for cancellation).
+    ``handler`` may be a plain or an ``async`` function, called in line; ``bus`` (default:
+    the bus of the ``event_scope`` around the sink's creation) gets each event queued,
+    with the scope's task and context ids. With neither, events are dropped (a hot path
+    tests ``observed`` and skips building them). A handler that raises is logged
+    (warning, the exception's type only) and ignored: ``emit`` never raises (but for
+    cancellation).
     """
 
-    __slots__ = ("handler", "run_id")
+    __slots__ = ("bus", "context_id", "handler", "run_id", "task_id")
 
-    def __init__(self, handler: EventHandler | None = None, *, run_id: str = "") -> None:
+    def __init__(
+        self,
+        handler: EventHandler | None = None,
+        *,
+        run_id: str = "",
+        bus: EventBus | None = None,
+    ) -> None:
         self.handler = handler
         self.run_id = run_id
+        scope = current_scope()
+        self.bus = bus if bus is not None else (scope.bus if scope is not None else None)
+        self.task_id = scope.task_id if scope is not None else None
+        self.context_id = scope.context_id if scope is not None else None
+
+    @property
+    def observed(self) -> bool:
+        """Whether an event emitted now reaches anyone (a handler, or a bus subscriber)."""
+        return self.handler is not None or (self.bus is not None and self.bus.active)
 
     async def emit(
         self,
@@ -93,9 +96,25 @@ class EventSink:
         metadata: dict[str, object] | None = None,
     ) -> None:
         """Send one event of this run to the handler (see the module docstring)."""
+        bus = self.bus
+        live = bus is not None and bus.active
+        if self.handler is None and not live:
+            return
+        event = RunnerEvent(
+            type_,
+            stage,
+            self.run_id,
+            round_number,
+            tool,
+            step_id,
+            metadata or {},
+            self.task_id,
+            self.context_id,
+        )
+        if live and bus is not None:
+            bus.publish(event)
         if self.handler is None:
             return
-        event = LoopEvent(type_, stage, self.run_id, round_number, tool, step_id, metadata or {})
         try:
             maybe = self.handler(event)
             if inspect.isawaitable(maybe):

@@ -41,6 +41,7 @@ from typing import Final
 
 from llamon_agent.core.classify import Classification, classify_exception
 from llamon_agent.core.codes import Stage
+from llamon_agent.core.events import EventBus
 from llamon_agent.core.failures import FailureRecord
 from llamon_agent.core.telemetry import (
     MODEL_RETRIES,
@@ -77,7 +78,6 @@ class _Run:
         "max_rounds",
         "model",
         "model_retries",
-        "observed",
         "rounds",
         "specs",
         "transcript",
@@ -91,13 +91,13 @@ class _Run:
         transcript: list[ChatMessage],
         max_rounds: int,
         on_event: EventHandler | None,
+        bus: EventBus | None = None,
     ) -> None:
         self.model = model
         self.specs: tuple[ToolSpec, ...] = tools.specs()
         self.transcript = transcript
         self.max_rounds = max_rounds
-        self.events = EventSink(on_event, run_id=secrets.token_hex(6))
-        self.observed = on_event is not None  # (no event is built for no one)
+        self.events = EventSink(on_event, run_id=secrets.token_hex(6), bus=bus)
         self.dispatcher = ToolDispatcher(tools, events=self.events)
         self.usage: dict[str, int] = {}
         self.rounds = 0
@@ -105,7 +105,7 @@ class _Run:
 
     async def run(self) -> LoopOutcome:
         """Rounds until the model answers, a failure ends the run, or the rounds run out."""
-        if self.observed:
+        if self.events.observed:
             await self._emit(
                 "run.started",
                 Stage.TOOL_LOOP,
@@ -151,7 +151,7 @@ class _Run:
             )
         self._count(response)
         calls = tuple(response.tool_calls or ())
-        if self.observed:
+        if self.events.observed:
             await self._emit(
                 "model.completed",
                 Stage.MODEL_CALL,
@@ -221,7 +221,7 @@ class _Run:
         failures = self.dispatcher.failures
         if record is not None:
             failures += (record,)
-        if self.observed:
+        if self.events.observed:
             if record is None:
                 await self._emit("run.completed", Stage.TOOL_LOOP, {"rounds": self.rounds})
             else:
@@ -269,6 +269,7 @@ async def run_loop(
     *,
     max_rounds: int = DEFAULT_MAX_ROUNDS,
     on_event: EventHandler | None = None,
+    events: EventBus | None = None,
 ) -> LoopOutcome:
     """Run the tool loop until the model answers, fails, or ``max_rounds`` model calls pass.
 
@@ -278,6 +279,8 @@ async def run_loop(
     the tool calls of the last round run too (their results are in ``tool_results``)
     before the run ends ``max_rounds_exceeded``. Returns a ``LoopOutcome``; see the module
     docstring for what can end a run. ``max_rounds`` below 1 raises ``ValueError``.
+    ``on_event`` is called in line with each ``LoopEvent``; ``events`` (default: the bus
+    of the surrounding ``event_scope``, e.g. the A2A server's) gets them queued.
     """
     if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
         raise ValueError(f"max_rounds must be a positive integer, got {max_rounds!r}")
@@ -285,4 +288,4 @@ async def run_loop(
     transcript: list[ChatMessage] = (
         [UserMessage(messages)] if isinstance(messages, str) else list(messages)
     )
-    return await _Run(model, view, transcript, max_rounds, on_event).run()
+    return await _Run(model, view, transcript, max_rounds, on_event, events).run()

@@ -36,7 +36,8 @@ from urllib.parse import urlsplit
 
 from llamon_agent._extras import requires_extra
 from llamon_agent.core.classify import classify_exception
-from llamon_agent.core.codes import ErrorCode
+from llamon_agent.core.codes import ErrorCode, Stage
+from llamon_agent.core.events import emit, observed
 from llamon_agent.mcp.config import MCPConfigError, MCPServerConfig, load_mcp_config
 from llamon_agent.mcp.errors import MCPLoadError
 from llamon_agent.mcp.normalizer import (
@@ -305,6 +306,9 @@ class MCPSession:
             if not is_session_lost(exc):
                 raise
             logger.info("MCP session with %s was lost; reconnecting once", self.loader.label)
+            if observed():
+                metadata = {"failure_reason": "session_lost", "retryable": True}
+                emit("mcp.reconnect", Stage.MCP_CALL, tool=name, metadata=metadata)
             return await self._call_once(name, arguments)
 
     async def _call_once(self, name: str, arguments: dict[str, Any]) -> CallToolResult:

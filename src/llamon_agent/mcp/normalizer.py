@@ -31,6 +31,12 @@ and what escalates (raised ``from`` the original; nothing is shown to the model)
 Error texts are scrubbed (``core.scrub``) before the model sees them; successful output is
 passed through as the tool returned it. Transport failures are counted per tool in a
 ``RequestBudget`` that lives for one request.
+
+Runner events (stage ``mcp_call``, ``tool`` the tool's name), when someone listens
+(``core.events.event_scope``): ``mcp.call`` after each call (``outcome``: ``ok``,
+``is_error`` or ``invalid_arguments``, with ``failure_reason`` when not ok),
+``mcp.transport_failure`` for each strike (``strike`` of ``limit``, the failure's reason
+and code), ``mcp.escalated`` when the call raises one of the escalations above.
 """
 
 from __future__ import annotations
@@ -44,7 +50,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from llamon_agent._extras import requires_extra
 from llamon_agent.core.classify import Classification, classify_exception
-from llamon_agent.core.codes import ErrorCode
+from llamon_agent.core.codes import ErrorCode, Stage
+from llamon_agent.core.events import emit, failure_metadata, observed
+from llamon_agent.core.failures import FailureRecord
 from llamon_agent.core.scrub import scrub_text
 from llamon_agent.loop.result import ToolResult
 from llamon_agent.loop.validation import first_schema_problem
@@ -254,6 +262,26 @@ class MCPTool:
     async def call(self, arguments: dict[str, Any]) -> McpToolOutput:
         """Call the tool; failures become observations or one escalated exception
         (see the module docstring)."""
+        try:
+            output = await self._call_once(arguments)
+        except (MCPProtocolError, MCPToolTimeoutError, MCPToolUnavailableError) as exc:
+            if observed():
+                record = FailureRecord.from_exception(exc, stage=Stage.MCP_CALL, tool=self.name)
+                emit(
+                    "mcp.escalated", record.stage, tool=self.name, metadata=failure_metadata(record)
+                )
+            raise
+        if observed():
+            metadata: dict[str, object] = {"outcome": "ok"}
+            if output.is_error:
+                metadata["outcome"] = (
+                    "invalid_arguments" if output.reason == "invalid_arguments" else "is_error"
+                )
+                metadata["failure_reason"] = output.reason
+            emit("mcp.call", Stage.MCP_CALL, tool=self.name, metadata=metadata)
+        return output
+
+    async def _call_once(self, arguments: dict[str, Any]) -> McpToolOutput:
         problem = first_schema_problem(self.parameters, arguments)
         if problem is not None:
             return McpToolOutput.failure(problem, "invalid_arguments")
@@ -287,6 +315,15 @@ class MCPTool:
             found.reason,
             type(found.exception).__name__,
         )
+        if observed():
+            metadata: dict[str, object] = {
+                "failure_reason": found.reason,
+                "error_code": found.code.value,
+                "retryable": found.retriable,
+                "strike": count,
+                "limit": limit,
+            }
+            emit("mcp.transport_failure", Stage.MCP_CALL, tool=self.name, metadata=metadata)
         if count < limit:
             return McpToolOutput.failure(unavailable_text(self.name), "upstream_tool_unavailable")
         message = (

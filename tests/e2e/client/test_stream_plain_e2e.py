@@ -24,6 +24,7 @@ from llamon_agent.client import (
     clear_card_cache,
 )
 from llamon_agent.core.codes import ErrorCode
+from llamon_agent.core.events import EventBus, RunnerEvent, event_scope
 from tests._support.a2a_server import make_card, running_server
 from tests._support.cutting_proxy import cutting_proxy
 
@@ -236,3 +237,34 @@ async def test_a_plain_task_failing_after_a_cut_raises_typed(
         "down",
     )
     assert following.text == "plain next"
+
+
+async def test_following_a_cut_stream_again_is_a_remote_resume_event(
+    plain: str, agent: PlainStreamer
+) -> None:
+    bus = EventBus()
+    got: list[RunnerEvent] = []
+    bus.subscribe(got.append)
+    async with (
+        cutting_proxy(plain, {1: 4}) as proxy,
+        AgentClient(proxy.url, retry=NO_WAIT) as client,
+        AgentClient(plain) as checker,
+    ):
+        with event_scope(bus, task_id="caller-task"):
+            events = client.stream("go")
+            seen: list[StreamEvent] = []
+            for _ in range(2):
+                await agent.commands.put("chunk")
+                await read_chunk(events, seen, agent)
+            for command in ("chunk", "chunk", "end"):
+                await agent.commands.put(command)
+            await asyncio.wait_for(proxy.cut_event.wait(), TIMEOUT)
+            task_id = seen[-1].task_id  # type: ignore[union-attr]
+            while (await checker.get(task_id)).state != TaskState.completed:
+                pass  # each poll is a real round trip
+            seen += [event async for event in events]
+    assert await bus.flush()
+    [resumed] = [e for e in got if e.type == "remote.resume"]
+    assert (resumed.stage, resumed.task_id) == ("a2a_call", "caller-task")
+    assert resumed.trace_metadata == {"resume": "stream_broke", "remote_task_id": task_id}
+    assert part_texts(seen) == ["p0 ", "p1 ", "p2 ", "p3 "]

@@ -2,12 +2,20 @@
 
 ``open_stores()`` (``open``) picks the kind: the embedded SQLite file (``sqlite``,
 ``sqlite_db``), this process's memory (``memory``) or PostgreSQL. ``guard`` turns a store
-outage into a retriable answer and keeps refused terminal states; ``context_lookup`` finds
-a context's owner; ``workers`` names this worker and the states a crash leaves behind.
+outage into a retriable answer and keeps refused terminal states; ``failures`` keeps every
+failed task's failure, queryable (``failures_sql`` on the databases); ``context_lookup``
+finds a context's owner; ``workers`` names this worker and the states a crash leaves behind.
 """
 
 from __future__ import annotations
 
+from llamon_agent.a2a.stores.failures import (
+    FailureCount,
+    FailurePage,
+    FailureQuery,
+    FailureStore,
+    StoredFailure,
+)
 from llamon_agent.a2a.stores.open import (
     DATABASE_URL_ENV,
     HOME_ENV,
@@ -15,6 +23,7 @@ from llamon_agent.a2a.stores.open import (
     SQLITE_FILENAME,
     WORKER_ID_ENV,
     WORKER_METADATA_KEY,
+    FailureRetention,
     MemoryLimits,
     StoreKind,
     Stores,
@@ -33,8 +42,14 @@ __all__ = [
     "SQLITE_FILENAME",
     "WORKER_ID_ENV",
     "WORKER_METADATA_KEY",
+    "FailureCount",
+    "FailurePage",
+    "FailureQuery",
+    "FailureRetention",
+    "FailureStore",
     "MemoryLimits",
     "StoreKind",
+    "StoredFailure",
     "Stores",
     "llamon_home",
     "memory_stores",

@@ -42,6 +42,17 @@ from a2a.types import Message, Role, Task, TaskState, TaskStatus
 from llamon_agent._extras import missing_extra
 from llamon_agent.a2a.parts import application_error_to_parts
 from llamon_agent.a2a.states import ORPHAN_STATES
+from llamon_agent.a2a.stores.failures import (
+    FailureRetention,
+    FailureStore,
+    MemoryFailureStore,
+    StoredFailure,
+)
+from llamon_agent.a2a.stores.failures_sql import (
+    PostgresFailureStore,
+    SQLiteFailureStore,
+    create_postgres_failure_table,
+)
 from llamon_agent.a2a.stores.memory import (
     BoundedMemoryPushConfigStore,
     BoundedMemoryTaskStore,
@@ -56,6 +67,7 @@ from llamon_agent.a2a.stores.sqlite import (
 from llamon_agent.a2a.stores.sqlite_db import SQLITE_BUSY_TIMEOUT_MS, SQLiteDatabase
 from llamon_agent.a2a.stores.workers import WORKER_METADATA_KEY, worker_id
 from llamon_agent.core.errors import ApplicationErrorData, ErrorCode, make_application_error_data
+from llamon_agent.core.failures import FailureRecord
 from llamon_agent.core.settings import (
     DATABASE_URL_ENV,
     HOME_ENV,
@@ -84,6 +96,7 @@ __all__ = [
     "SQLITE_FILENAME",
     "WORKER_ID_ENV",
     "WORKER_METADATA_KEY",
+    "FailureRetention",
     "MemoryLimits",
     "StoreKind",
     "Stores",
@@ -114,7 +127,8 @@ class Stores:
     ``engine`` is the SQLAlchemy engine both PostgreSQL stores share and ``database`` the
     ``SQLiteDatabase`` both SQLite stores share (each ``None`` otherwise);
     ``description`` says where the data lives, e.g. ``sqlite:/home/me/.llamon/tasks.db``,
-    with any DSN password masked.
+    with any DSN password masked. ``failures`` is the failure store in the same database
+    (``stores.failures``: every failed task's failure record, queryable).
     """
 
     task_store: TaskStore
@@ -123,6 +137,7 @@ class Stores:
     engine: AsyncEngine | None = None
     description: str = ""
     database: SQLiteDatabase | None = None
+    failures: FailureStore | None = None
 
     def __post_init__(self) -> None:
         if not self.description:
@@ -131,7 +146,9 @@ class Stores:
     async def close(self) -> None:
         """Close the database connections (safe to call twice; a no-op for memory).
 
-        SQLite: the writes already queued are committed first."""
+        SQLite: the writes already queued are committed first, failure records included."""
+        if self.failures is not None:
+            await self.failures.close()
         if self.engine is not None:
             await self.engine.dispose()
         if self.database is not None:
@@ -206,7 +223,8 @@ def _postgres_engine(url: str) -> AsyncEngine:
 
 
 async def _create_tables(engine: AsyncEngine) -> None:
-    """Create both a2a tables if missing, in one transaction.
+    """Create both a2a tables (and, on PostgreSQL, the failure table) if missing, in one
+    transaction.
 
     Two replicas starting at once on an empty PostgreSQL can both decide a table is
     missing; the loser's ``CREATE`` fails with a duplicate error, and one retry (which now
@@ -220,6 +238,7 @@ async def _create_tables(engine: AsyncEngine) -> None:
                 await connection.run_sync(Base.metadata.create_all, tables=tables)
                 if connection.dialect.name == "postgresql":  # finds a repeated send
                     await connection.execute(text(postgres_sent_index(TaskModel.__tablename__)))
+                    await create_postgres_failure_table(connection)
             return
         except (IntegrityError, ProgrammingError):
             if attempt == 2:
@@ -228,7 +247,11 @@ async def _create_tables(engine: AsyncEngine) -> None:
 
 
 async def _open_database_stores(
-    engine: AsyncEngine, kind: StoreKind, description: str, push_encryption_key: bytes | None
+    engine: AsyncEngine,
+    kind: StoreKind,
+    description: str,
+    push_encryption_key: bytes | None,
+    retention: FailureRetention,
 ) -> Stores:
     """Stores over ``engine`` with their tables created; the engine is disposed on failure."""
     try:
@@ -239,19 +262,25 @@ async def _open_database_stores(
         await _create_tables(engine)
         await task_store.initialize()
         await push_store.initialize()
+        failures = PostgresFailureStore(engine, retention)
+        await failures.prune()
     except BaseException:
         await engine.dispose()
         raise
-    return Stores(task_store, push_store, kind, engine, description)
+    return Stores(task_store, push_store, kind, engine, description, failures=failures)
 
 
-async def _open_sqlite_stores(home: Path | None, push_encryption_key: bytes | None) -> Stores:
+async def _open_sqlite_stores(
+    home: Path | None, push_encryption_key: bytes | None, retention: FailureRetention
+) -> Stores:
     directory = home if home is not None else llamon_home()
     directory.mkdir(parents=True, exist_ok=True)
     path = directory.resolve() / SQLITE_FILENAME
     database = await open_sqlite_database(path)
     try:
         push_store = SQLitePushConfigStore(database, encryption_key=push_encryption_key)
+        failures = SQLiteFailureStore(database, retention)
+        await failures.prune()
     except BaseException:
         await database.close()
         raise
@@ -261,17 +290,22 @@ async def _open_sqlite_stores(home: Path | None, push_encryption_key: bytes | No
         "sqlite",
         description=f"sqlite:{path}",
         database=database,
+        failures=failures,
     )
 
 
-def memory_stores(limits: MemoryLimits | None = None) -> Stores:
-    """The ``memory`` kind, without awaiting: bounded task store, linked push store.
+def memory_stores(
+    limits: MemoryLimits | None = None, failure_retention: FailureRetention | None = None
+) -> Stores:
+    """The ``memory`` kind, without awaiting: bounded task store, linked push store, and a
+    bounded failure store (``failure_retention``, default ``FailureRetention.from_settings()``).
 
     The push configs of an evicted task are dropped with it.
     """
     push_store = BoundedMemoryPushConfigStore()
     task_store = BoundedMemoryTaskStore(limits, on_evict=push_store.forget)
-    return Stores(task_store, push_store, "memory")
+    failures = MemoryFailureStore(failure_retention or FailureRetention.from_settings())
+    return Stores(task_store, push_store, "memory", failures=failures)
 
 
 async def open_stores(
@@ -281,8 +315,9 @@ async def open_stores(
     home: Path | None = None,
     push_encryption_key: bytes | None = None,
     memory_limits: MemoryLimits | None = None,
+    failure_retention: FailureRetention | None = None,
 ) -> Stores:
-    """Open the task and push-config stores of ``kind``, creating tables if needed.
+    """Open the task, push-config and failure stores of ``kind``, creating tables if needed.
 
     ``kind`` defaults to ``postgres`` when ``dsn`` or ``LLAMON_DATABASE_URL`` is set, else
     ``sqlite``. ``home`` is the SQLite directory (default ``llamon_home()``).
@@ -292,18 +327,22 @@ async def open_stores(
     ``ValueError`` for an unknown kind, a postgres store without a DSN, a DSN that is not
     a PostgreSQL URL, ``memory_limits`` for another kind, a SQLite file written by a newer
     llamon, or a push key that is not a Fernet key; connection errors propagate.
+    ``failure_retention`` bounds ``stores.failures`` (default
+    ``FailureRetention.from_settings()``: 30 days, 100 000 rows, or ``LLAMON_FAILURES_*``);
+    rows past it are pruned on open and every ``PRUNE_EVERY`` writes.
     """
     resolved, raw_dsn = _resolve_kind(kind, dsn)
     if memory_limits is not None and resolved != "memory":
         raise ValueError(f"memory_limits= is only used by the memory store, not by {resolved!r}")
+    retention = failure_retention or FailureRetention.from_settings()
     if resolved == "memory":
-        return memory_stores(memory_limits)
+        return memory_stores(memory_limits, retention)
     if resolved == "sqlite":
-        return await _open_sqlite_stores(home, push_encryption_key)
+        return await _open_sqlite_stores(home, push_encryption_key, retention)
     url = normalize_postgres_dsn(raw_dsn or "")
     description = f"postgres:{_mask_dsn(url)}"
     return await _open_database_stores(
-        _postgres_engine(url), "postgres", description, push_encryption_key
+        _postgres_engine(url), "postgres", description, push_encryption_key, retention
     )
 
 
@@ -359,8 +398,10 @@ async def _end_each(
     ids: list[str],
     worker: str,
     error: ApplicationErrorData,
+    failures: FailureStore | None = None,
 ) -> list[str]:
-    """Load, fail and save the tasks one at a time; returns the ids actually ended."""
+    """Load, fail and save the tasks one at a time; returns the ids actually ended. Each
+    ended task's failure goes to ``failures``."""
     ended: list[str] = []
     for task_id in ids:
         task = await store.get(task_id)
@@ -368,6 +409,9 @@ async def _end_each(
             continue
         await store.save(_ended_as_failed(task, error))
         ended.append(task_id)
+        if failures is not None:
+            record = FailureRecord.from_error_data(error)
+            failures.record(StoredFailure.of(record, task_id=task_id, context_id=task.context_id))
     return ended
 
 
@@ -386,7 +430,8 @@ async def reconcile_orphaned_tasks(
     states whose ``metadata["llamon.worker"]`` is ``worker`` (default ``worker_id()``), or
     that has no stamp, gets a failed status whose message carries the TextPart and
     DataPart of ``make_application_error_data(code, reason, message, retriable=...)``.
-    Artifacts and history are kept; each task is saved through the store's own ``save``.
+    Artifacts and history are kept; each task is saved through the store's own ``save``,
+    and its failure kept in ``stores.failures``.
     Tasks in other states (including ``input-required``, which a new message resumes) and
     tasks stamped by other workers are never touched: with replicas sharing PostgreSQL,
     another worker's ``working`` task is most likely still running. Returns the ended ids,
@@ -401,7 +446,8 @@ async def reconcile_orphaned_tasks(
         return []
     owner = worker if worker is not None else worker_id()
     error = make_application_error_data(code, reason, message, retriable=retriable)
-    ended = await _end_each(store, await _orphan_ids(store, owner), owner, error)
+    ids = await _orphan_ids(store, owner)
+    ended = await _end_each(store, ids, owner, error, stores.failures)
     if ended:
         logger.warning(
             "ended %d task(s) left unfinished by worker %r; first ids: %s",

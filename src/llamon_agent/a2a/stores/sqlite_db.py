@@ -30,7 +30,7 @@ import logging
 import queue
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -48,8 +48,8 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-Statement = tuple[str, Sequence[Any]]
-"""One SQL statement and its parameters."""
+Statement = tuple[str, Sequence[Any] | Mapping[str, Any]]
+"""One SQL statement and its parameters (positional, or named)."""
 
 SQLITE_BUSY_TIMEOUT_MS: Final = 5_000
 """How long a connection waits for another process's write lock before failing."""
@@ -293,6 +293,11 @@ class SQLiteDatabase:
                 connection.execute(sql, parameters)
 
         await self._writer.submit(run)
+
+    async def write_returning(self, run: Callable[[sqlite3.Connection], T]) -> T:
+        """``run(connection)`` in the next commit; returns its result once committed."""
+        self._check_open()
+        return await self._writer.submit(run)
 
     async def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
         """``query(connection)`` on the reader thread; sees every committed write."""

@@ -19,6 +19,10 @@ off and call :func:`call_with_retries`, which
    each attempt's error code, so the client's ``retried`` and the failure record
    (``retried``, ``attempt_codes``) say how often the server tried, and why.
 
+Runner events (when someone listens, ``core.events``): ``model.attempt`` before each
+attempt (``attempt`` from 1), ``model.retry`` before each wait (the failure's reason,
+code and ``http_status``, ``attempt``, ``wait_ms``).
+
 The converted exception is built from safe parts only: the provider's name, the method,
 the URL without user-info or query, the status, the provider's short error type/code and
 request id. Its ``request`` and ``response`` are fresh ``httpx`` objects holding no
@@ -41,7 +45,8 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from tenacity.wait import wait_exponential, wait_random
 
 from llamon_agent.core.classify import classify_exception, mark_retried
-from llamon_agent.core.codes import ErrorCode
+from llamon_agent.core.codes import ErrorCode, Stage
+from llamon_agent.core.events import emit, observed
 from llamon_agent.core.retry_after import read_retry_after_ms
 
 __all__ = [
@@ -177,6 +182,21 @@ async def call_with_retries(
             f" HTTP {exc.response.status_code}" if isinstance(exc, httpx.HTTPStatusError) else ""
         )
         wait = state.upcoming_sleep
+        if observed():
+            found = classify_exception(exc) if exc is not None else None
+            metadata: dict[str, object] = {
+                "failure_reason": reason,
+                "error_code": found.code.value if found is not None else "INTERNAL_ERROR",
+                "retryable": True,
+                "attempt": state.attempt_number,
+                "max_retries": policy.max_retries,
+                "wait_ms": round(wait * 1000),
+                "provider": errors.provider,
+                "operation": operation,
+            }
+            if isinstance(exc, httpx.HTTPStatusError):
+                metadata["http_status"] = exc.response.status_code
+            emit("model.retry", Stage.MODEL_CALL, metadata=metadata)
         logger.warning(
             "%s %s failed (%s%s); retry %d of %d in %.2f s",
             errors.provider,
@@ -200,6 +220,12 @@ async def call_with_retries(
     async for attempt in retrying:
         with attempt:
             retries = attempt.retry_state.attempt_number - 1
+            if observed():
+                emit(
+                    "model.attempt",
+                    Stage.MODEL_CALL,
+                    metadata={"attempt": retries + 1, "provider": errors.provider},
+                )
             try:
                 result = await call()
             except (errors.status, errors.connection) as err:  # timeouts are connection errors

@@ -1,0 +1,364 @@
+"""``llamon failures``, ``llamon tasks`` and ``llamon task ID``: what a store holds.
+
+What the operator sees:
+
+* ``llamon failures [--since 1h] [--code C] [--reason R] [--tool T] ... [--by reason]``:
+  the newest failures as a table (time, task, agent, errorCode, reason, stage, tool or
+  node, incident id, and the operator action the reason catalog gives), or with ``--by``
+  counts by one column; ``--json`` prints the same as one JSON document.
+* ``llamon tasks [--state failed]``: the newest tasks, with a failed one's errorCode and
+  reason. ``llamon task ID``: its status, artifacts, the error data the caller received
+  and the failure record the store kept.
+* The store is the one ``llamon serve`` writes: ``--database-url`` (or
+  ``LLAMON_DATABASE_URL``) for PostgreSQL, else ``tasks.db`` under ``--home`` (or
+  ``LLAMON_HOME``, ``~/.llamon``). Reading never prunes or changes a row.
+* Bad input (an unknown errorCode, a ``--since`` that is not a duration or a time) is one
+  line naming the option, exit status 2; a store that cannot be opened, exit status 1;
+  never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any, Final, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
+
+from llamon_agent.a2a.stores.failures import (
+    GROUP_FIELDS,
+    FailureCount,
+    FailureQuery,
+    FailureRetention,
+    StoredFailure,
+)
+from llamon_agent.a2a.stores.failures_tasks import TASK_STATES, error_data_of, recent_tasks
+from llamon_agent.a2a.stores.open import SQLITE_FILENAME, Stores, open_stores
+from llamon_agent.core.catalog import reason_spec
+from llamon_agent.core.scrub import scrub_text
+from llamon_agent.core.settings import DATABASE_URL_ENV, HOME_ENV, llamon_home
+
+__all__ = [
+    "failures_command",
+    "operator_action",
+    "parse_since",
+    "task_command",
+    "tasks_command",
+]
+
+T = TypeVar("T")
+
+_DURATION: Final = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_BY_ALIASES: Final = {"code": "error_code", "errorCode": "error_code"}
+_KEEP_ALL: Final = FailureRetention(max_age=None, max_rows=None)
+"""Reading never prunes: the serving process applies the retention."""
+
+DatabaseUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--database-url", envvar=DATABASE_URL_ENV, help="PostgreSQL DSN of the shared store."
+    ),
+]
+Home = Annotated[
+    Path | None,
+    typer.Option("--home", envvar=HOME_ENV, help="Directory of tasks.db (default ~/.llamon)."),
+]
+AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
+
+
+def _fail(command: str, message: str, code: int) -> NoReturn:
+    typer.echo(f"llamon {command}: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def parse_since(value: str, *, option: str = "--since", now: datetime | None = None) -> datetime:
+    """``value`` as a UTC time: a duration before ``now`` (``90s``, ``15m``, ``1h``, ``2d``,
+    ``1w``) or an ISO 8601 time (naive: UTC). ``ValueError`` naming ``option`` otherwise."""
+    moment = now or datetime.now(UTC)
+    match = _DURATION.match(value)
+    if match:
+        return moment - timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+    try:
+        parsed = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise ValueError(
+            f"{option} {value!r} is neither a duration (30s, 15m, 1h, 2d, 1w) nor an ISO time"
+            " (2026-11-30T12:00:00Z)"
+        ) from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def operator_action(reason: str, stored: str | None = None) -> str:
+    """What an operator should do about ``reason``: the catalog's word, else what the
+    failure carried (a reason from another agent), else ``""``."""
+    spec = reason_spec(reason)
+    return spec.operator_action if spec is not None else (stored or "")
+
+
+async def _with_store(
+    command: str,
+    database_url: str | None,
+    home: Path | None,
+    use: Callable[[Stores], Awaitable[T]],
+) -> T:
+    """Open the store ``llamon serve`` writes, run ``use`` on it, close it."""
+    try:
+        if database_url:
+            stores = await open_stores("postgres", dsn=database_url, failure_retention=_KEEP_ALL)
+        else:
+            directory = home if home is not None else llamon_home()
+            if not (directory / SQLITE_FILENAME).is_file():
+                _fail(
+                    command,
+                    f"no task store at {directory / SQLITE_FILENAME}.\n"
+                    f"  Pass --home (or set {HOME_ENV}) to the directory `llamon serve` used,"
+                    f" or --database-url for PostgreSQL.",
+                    1,
+                )
+            stores = await open_stores("sqlite", home=directory, failure_retention=_KEEP_ALL)
+    except typer.Exit:
+        raise
+    except ImportError as exc:
+        _fail(command, str(exc), 1)
+    except ValueError as exc:  # a DSN that is not PostgreSQL's; a newer schema (masked)
+        _fail(command, f"{exc}.", 2 if database_url else 1)
+    except Exception as exc:
+        detail = scrub_text(str(exc).splitlines()[0] if str(exc) else "", max_length=200)
+        _fail(command, f"cannot open the task store ({type(exc).__name__}: {detail}).", 1)
+    try:
+        return await use(stores)
+    finally:
+        await stores.close()
+
+
+def _print_uncut(console: Console, table: Table) -> None:
+    """Print ``table`` no narrower than its cells (a pipe is 80 columns wide)."""
+    needed = Measurement.get(console, console.options.update_width(10_000), table).maximum
+    console.width = max(console.width, needed)
+    console.print(table)
+
+
+def _short_time(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+# --- llamon failures ---------------------------------------------------------------------------
+
+
+def _failure_json(row: StoredFailure) -> dict[str, object]:
+    line = row.to_dict()
+    line["operatorAction"] = operator_action(row.reason, row.operator_action)
+    return line
+
+
+def _count_json(by: str, count: FailureCount) -> dict[str, object]:
+    line: dict[str, object] = {"value": count.value, "count": count.count}
+    if by == "reason" and count.value is not None:
+        line["operatorAction"] = operator_action(count.value)
+    return line
+
+
+def failures_command(
+    since: Annotated[
+        str | None,
+        typer.Option(help="Only failures newer than this: 15m, 1h, 2d or an ISO time."),
+    ] = None,
+    until: Annotated[str | None, typer.Option(help="Only failures older than this.")] = None,
+    code: Annotated[str | None, typer.Option(help="errorCode, e.g. UPSTREAM_TIMEOUT.")] = None,
+    reason: Annotated[str | None, typer.Option(help="Reason, e.g. tool_timeout.")] = None,
+    stage: Annotated[str | None, typer.Option(help="Stage, e.g. tool_call.")] = None,
+    tool: Annotated[str | None, typer.Option(help="Tool name.")] = None,
+    agent: Annotated[str | None, typer.Option(help="Agent (card name).")] = None,
+    node: Annotated[str | None, typer.Option(help="Flow node.")] = None,
+    task: Annotated[str | None, typer.Option("--task", help="One task's failures.")] = None,
+    by: Annotated[
+        str | None,
+        typer.Option(help=f"Count by one column: {', '.join(GROUP_FIELDS)} (or code)."),
+    ] = None,
+    limit: Annotated[int, typer.Option(help="Rows to show (1-1000).")] = 50,
+    as_json: AsJson = False,
+    database_url: DatabaseUrl = None,
+    home: Home = None,
+) -> None:
+    """List failed tasks' failures (newest first), or count them with --by."""
+    try:
+        query = FailureQuery(
+            since=parse_since(since) if since else None,
+            until=parse_since(until, option="--until") if until else None,
+            code=code,
+            reason=reason,
+            stage=stage,
+            tool=tool,
+            agent=agent,
+            node=node,
+            task_id=task,
+            limit=limit,
+        )
+    except ValueError as exc:
+        message = str(exc)
+        if message.startswith("code:"):
+            message = "--code" + message.removeprefix("code:")
+        elif message.startswith("limit"):
+            message = "--" + message
+        _fail("failures", f"{message}.", 2)
+    group = _BY_ALIASES.get(by, by) if by else None
+    if group is not None and group not in GROUP_FIELDS:
+        _fail("failures", f"--by {by!r}: use one of {', '.join(GROUP_FIELDS)} (or code).", 2)
+
+    async def read(stores: Stores) -> tuple[list[StoredFailure], list[FailureCount]]:
+        assert stores.failures is not None  # noqa: S101 - open_stores gives one
+        if group is not None:
+            return [], await stores.failures.group_by(group, query)
+        return (await stores.failures.query(query)).rows, []
+
+    rows, counts = asyncio.run(_with_store("failures", database_url, home, read))
+    console = Console()
+    if group is not None:
+        if as_json:
+            document = {"by": group, "counts": [_count_json(group, c) for c in counts]}
+            typer.echo(json.dumps(document, ensure_ascii=False, indent=2))
+            return
+        _print_counts(console, group, counts)
+        return
+    if as_json:
+        document = {"failures": [_failure_json(row) for row in rows]}
+        typer.echo(json.dumps(document, ensure_ascii=False, indent=2))
+        return
+    _print_failures(console, rows)
+
+
+def _print_counts(console: Console, group: str, counts: list[FailureCount]) -> None:
+    table = Table(title=f"failures by {group}")
+    table.add_column(group, no_wrap=True)
+    table.add_column("count", justify="right", no_wrap=True)
+    if group == "reason":
+        table.add_column("operator action", no_wrap=True)
+    for count in counts:
+        cells = [count.value or "-", str(count.count)]
+        if group == "reason":
+            cells.append((operator_action(count.value) if count.value else "") or "-")
+        table.add_row(*cells)
+    _print_uncut(console, table)
+
+
+def _print_failures(console: Console, rows: list[StoredFailure]) -> None:
+    if not rows:
+        typer.echo("no failures match.")
+        return
+    table = Table(title=f"failures (newest first, {len(rows)} shown)")
+    for column in ("time (UTC)", "task", "agent", "errorCode", "reason", "stage", "tool/node"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("incident", no_wrap=True)
+    table.add_column("operator action", no_wrap=True)
+    for row in rows:
+        table.add_row(
+            _short_time(row.time),
+            row.task_id,
+            row.agent or "-",
+            row.error_code,
+            row.reason,
+            row.stage,
+            row.tool or row.node or "-",
+            row.incident_id or "-",
+            operator_action(row.reason, row.operator_action),
+        )
+    _print_uncut(console, table)
+
+
+# --- llamon tasks / llamon task ID ---------------------------------------------------------------
+
+
+def _task_line(task: Any) -> dict[str, object]:
+    data = error_data_of(task) or {}
+    return {
+        "id": task.id,
+        "contextId": task.context_id,
+        "state": task.status.state.value,
+        "timestamp": task.status.timestamp,
+        "errorCode": data.get("errorCode"),
+        "errorReason": data.get("errorReason"),
+        "artifacts": len(task.artifacts or []),
+    }
+
+
+def tasks_command(
+    state: Annotated[
+        str | None, typer.Option(help=f"Only tasks in this state: {', '.join(TASK_STATES)}.")
+    ] = None,
+    limit: Annotated[int, typer.Option(help="Tasks to show (1-1000).")] = 50,
+    as_json: AsJson = False,
+    database_url: DatabaseUrl = None,
+    home: Home = None,
+) -> None:
+    """List the newest tasks, with a failed task's errorCode and reason."""
+    if state is not None and state not in TASK_STATES:
+        _fail("tasks", f"--state {state!r}: use one of {', '.join(TASK_STATES)}.", 2)
+    if not 1 <= limit <= 1000:
+        _fail("tasks", f"--limit {limit}: use 1 to 1000.", 2)
+
+    async def read(stores: Stores) -> list[Any]:
+        return await recent_tasks(stores, state=state, limit=limit)
+
+    lines = [
+        _task_line(task) for task in asyncio.run(_with_store("tasks", database_url, home, read))
+    ]
+    if as_json:
+        typer.echo(json.dumps({"tasks": lines}, ensure_ascii=False, indent=2))
+        return
+    if not lines:
+        typer.echo("no tasks match.")
+        return
+    table = Table(title=f"tasks (newest first, {len(lines)} shown)")
+    for column in ("task", "context", "state", "updated", "errorCode", "reason", "artifacts"):
+        table.add_column(column, no_wrap=True)
+    for line in lines:
+        table.add_row(*("-" if value is None else str(value) for value in line.values()))
+    _print_uncut(Console(), table)
+
+
+def task_command(
+    task_id: Annotated[str, typer.Argument(help="The task id.")],
+    as_json: AsJson = False,
+    database_url: DatabaseUrl = None,
+    home: Home = None,
+) -> None:
+    """Show one task: status, artifacts, the error data and the failure record."""
+
+    async def read(stores: Stores) -> tuple[Any, list[StoredFailure]]:
+        assert stores.failures is not None  # noqa: S101 - open_stores gives one
+        task = await stores.task_store.get(task_id)
+        failures = await stores.failures.query(FailureQuery(task_id=task_id))
+        return task, failures.rows
+
+    task, failures = asyncio.run(_with_store("task", database_url, home, read))
+    if task is None:
+        _fail("task", f"no task {task_id!r} in this store.", 1)
+    error = error_data_of(task)
+    if as_json:
+        document = {
+            "task": task.model_dump(mode="json", by_alias=True, exclude_none=True),
+            "errorData": error,
+            "failures": [_failure_json(row) for row in failures],
+        }
+        typer.echo(json.dumps(document, ensure_ascii=False, indent=2))
+        return
+    typer.echo(f"task {task.id}  context {task.context_id}")
+    typer.echo(f"state {task.status.state.value}  at {task.status.timestamp or '-'}")
+    for artifact in task.artifacts or []:
+        body = json.dumps(
+            [part.root.model_dump(mode="json", exclude_none=True) for part in artifact.parts],
+            ensure_ascii=False,
+        )
+        typer.echo(f"artifact {artifact.name or artifact.artifact_id}: {body}")
+    if error is not None:
+        typer.echo("error data: " + json.dumps(error, ensure_ascii=False))
+    for row in failures:
+        typer.echo("failure record: " + json.dumps(_failure_json(row), ensure_ascii=False))

@@ -1,0 +1,72 @@
+"""Reading tasks back for an operator: the newest tasks of a store, and a task's failure.
+
+What the caller sees:
+
+* ``await recent_tasks(stores, state="failed", limit=50)``: the newest tasks (SQLite: by
+  last save; PostgreSQL: by id, the table keeps no time), optionally of one state.
+  ``ValueError`` for a memory store (its tasks live in the serving process only) or an
+  unknown state.
+* ``error_data_of(task)``: the ``ApplicationErrorData`` fields of a failed task's status
+  message (the DataPart the caller received), or ``None``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from a2a.types import DataPart, Task, TaskState
+
+from llamon_agent.a2a.stores.open import Stores
+from llamon_agent.a2a.stores.sqlite import SQLiteTaskStore
+
+__all__ = ["TASK_STATES", "error_data_of", "recent_tasks"]
+
+TASK_STATES: Final = tuple(state.value for state in TaskState)
+"""The states ``recent_tasks`` filters by."""
+
+_SQLITE_RECENT: Final = "SELECT task FROM llamon_tasks ORDER BY updated_at DESC LIMIT ?"
+_SQLITE_RECENT_IN: Final = (
+    "SELECT task FROM llamon_tasks WHERE state = ? ORDER BY updated_at DESC LIMIT ?"
+)
+
+
+async def recent_tasks(stores: Stores, *, state: str | None = None, limit: int = 50) -> list[Task]:
+    """The newest ``limit`` tasks of ``stores`` (of ``state`` when given)."""
+    if state is not None and state not in TASK_STATES:
+        raise ValueError(f"state {state!r}: use one of {', '.join(TASK_STATES)}")
+    store = stores.task_store
+    if isinstance(store, SQLiteTaskStore):
+        sql, params = (
+            (_SQLITE_RECENT, (limit,)) if state is None else (_SQLITE_RECENT_IN, (state, limit))
+        )
+        rows = await store.database.read(lambda c: c.execute(sql, params).fetchall())
+        return [Task.model_validate_json(row[0]) for row in rows]
+    if stores.engine is None:
+        raise ValueError(f"the {stores.kind} store keeps its tasks in the serving process")
+    return await _postgres_recent(stores, state, limit)
+
+
+async def _postgres_recent(stores: Stores, state: str | None, limit: int) -> list[Task]:
+    from a2a.server.tasks import DatabaseTaskStore
+    from sqlalchemy import JSON, select, type_coerce
+
+    store = stores.task_store
+    assert isinstance(store, DatabaseTaskStore)  # noqa: S101 - open_stores built it
+    model = store.task_model
+    query = select(model).order_by(model.id.desc()).limit(limit)
+    if state is not None:
+        query = query.where(type_coerce(model.status, JSON)["state"].as_string() == state)
+    async with store.async_session_maker() as session:
+        found = (await session.scalars(query)).all()
+    return [store._from_orm(row) for row in found]
+
+
+def error_data_of(task: Task) -> dict[str, Any] | None:
+    """The error data (``errorCode``, ``errorReason`` ...) of a failed task, or ``None``."""
+    message = task.status.message
+    if message is None:
+        return None
+    for part in message.parts:
+        if isinstance(part.root, DataPart) and "errorCode" in part.root.data:
+            return dict(part.root.data)
+    return None
