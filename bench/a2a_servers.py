@@ -86,6 +86,8 @@ VARIANTS = (
     "llamon-stream",
     "raw-working",
     "raw-failed",
+    "llamon-otel",
+    "llamon-fail-otel",
 )
 STORE_VARIANTS = (
     "raw-memory",
@@ -247,7 +249,36 @@ def build_app(variant: str) -> Any:
         return _raw_app((), working=True, fail=True)
     if variant in ("llamon", "llamon-fail", "llamon-stream"):
         return _llamon_app(variant)
+    if variant in ("llamon-otel", "llamon-fail-otel"):
+        install_otel_sdk()
+        return _llamon_app(variant.removesuffix("-otel"))
     raise SystemExit(f"unknown variant {variant!r}; one of {', '.join(VARIANTS)}")
+
+
+def install_otel_sdk() -> None:
+    """OpenTelemetry on: an SDK ``TracerProvider`` whose ``BatchSpanProcessor`` hands every
+    span to an exporter that drops it (what a real exporter costs is the collector's), and
+    an SDK ``MeterProvider`` with an in-memory reader (what ``/metrics`` reads)."""
+    from collections.abc import Sequence as _Sequence
+
+    from opentelemetry import metrics, trace
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        SpanExporter,
+        SpanExportResult,
+    )
+
+    class Dropping(SpanExporter):
+        def export(self, spans: _Sequence[ReadableSpan]) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Dropping()))
+    trace.set_tracer_provider(provider)
+    metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
 
 
 # -- store variants ------------------------------------------------------------------------

@@ -75,6 +75,8 @@ VARIANTS = {
     "llamon-stream": Variant("llamon-stream", "stream", '"state":"completed"'),
     "raw-working": Variant("raw-working", "send", '"state":"completed"'),  # diagnosis only
     "raw-failed": Variant("raw-failed", "send", '"state":"failed"'),  # diagnosis only
+    "llamon-otel": Variant("llamon-otel", "send", '"state":"completed"'),  # OpenTelemetry on
+    "llamon-fail-otel": Variant("llamon-fail-otel", "send", '"state":"failed"'),
 }
 DEFAULT_VARIANTS = ("raw", "llamon", "llamon-fail", "raw-stream", "llamon-stream")
 
@@ -87,6 +89,9 @@ RATIOS: tuple[tuple[str, str, str, float | None], ...] = (
     ("diag:   llamon / raw-working", "llamon", "raw-working", None),
     ("diag:   raw-failed / raw-working", "raw-failed", "raw-working", None),
     ("diag:   llamon-fail / raw-failed", "llamon-fail", "raw-failed", None),
+    ("otel:   llamon-otel / llamon", "llamon-otel", "llamon", None),
+    ("otel:   llamon-otel / raw", "llamon-otel", "raw", None),
+    ("otel:   llamon-fail-otel / llamon-fail", "llamon-fail-otel", "llamon-fail", None),
 )
 
 A2A_OTEL_ENV = "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED"

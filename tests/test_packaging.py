@@ -32,6 +32,8 @@ OPTIONAL_DISTRIBUTIONS = {
     "psycopg": "postgres",
     "sqlalchemy": "postgres",
     "pyjwt": "jwt",
+    "opentelemetry-sdk": "otel",
+    "prometheus-client": "otel",
 }
 """Distributions the core must not depend on, and the extra that brings each."""
 
@@ -47,6 +49,8 @@ HIDDEN_MODULES = (
     "psycopg_pool",
     "aiosqlite",
     "jwt",
+    "opentelemetry.sdk",
+    "prometheus_client",
 )
 
 BLOCKER = """
@@ -104,7 +108,7 @@ def test_each_optional_package_comes_with_its_extra() -> None:
             assert "langgraph-checkpoint-postgres" in extras["postgres"]
         else:
             assert distribution in extras[extra], (distribution, extra)
-    features = {"langgraph", "mcp", "openai", "anthropic", "postgres", "jwt"}
+    features = {"langgraph", "mcp", "openai", "anthropic", "postgres", "jwt", "otel"}
     assert extras["all"] == {"llamon-agent": features}
     assert extras["dev"]["llamon-agent"] == {"all"}
 
@@ -133,6 +137,12 @@ def test_each_optional_package_comes_with_its_extra() -> None:
             "from llamon_agent.client import push_receiver\n"
             "push_receiver('http://127.0.0.1:9/hook', jwt_key={'kty': 'oct', 'k': 'AA'})",
             "verifying signed push notifications needs PyJWT",
+        ),
+        (
+            "from llamon_agent.a2a.server import create_app\n"
+            "from llamon_agent.examples.demo_agent import agent, card\n"
+            "create_app(agent, card, metrics=True)",
+            "the /metrics route needs the OpenTelemetry SDK and prometheus-client",
         ),
     ],
 )
@@ -258,3 +268,22 @@ def test_an_unrelated_import_error_passes_unchanged() -> None:
     ):
         import no_such_module  # type: ignore[import-not-found]  # noqa: F401
     assert raised.value.name == "no_such_module"
+
+
+def test_llamon_serve_metrics_names_the_missing_extra() -> None:
+    code = """
+    from typer.testing import CliRunner
+    from llamon_agent.cli import app
+    from llamon_agent.demo import demo_agent_path
+
+    path = demo_agent_path()
+    args = ["serve", "--metrics", "--store", "memory", "--card", f"{path}:card", f"{path}:agent"]
+    result = CliRunner().invoke(app, args)
+    print(result.exit_code)
+    print(result.output.strip())
+    """
+    assert _run(code).splitlines() == [
+        "2",
+        "llamon serve: --metrics: the /metrics route needs the OpenTelemetry SDK and "
+        "prometheus-client: pip install 'llamon-agent[otel]'",
+    ]

@@ -15,6 +15,8 @@ extra           brings                                 for
                 LangGraph PostgreSQL checkpointer)     checkpoints
 ``jwt``         PyJWT (with its crypto backend)        signed push notifications
                                                        (``push_receiver(jwt_key=...)``)
+``otel``        the OpenTelemetry SDK, prometheus-client  exporting spans and metrics, the
+                                                       ``/metrics`` route (``metrics=True``)
 ``all``         every extra above
 ==============  =====================================  ========================================
 
@@ -33,7 +35,7 @@ from typing import Final, Literal
 
 __all__ = ["EXTRA_MODULES", "Extra", "missing_extra", "requires_extra"]
 
-Extra = Literal["langgraph", "mcp", "openai", "anthropic", "postgres", "jwt"]
+Extra = Literal["langgraph", "mcp", "openai", "anthropic", "postgres", "jwt", "otel"]
 """The extras that bring an optional package (``all`` is their union)."""
 
 _WHAT: Final[dict[Extra, str]] = {
@@ -43,6 +45,7 @@ _WHAT: Final[dict[Extra, str]] = {
     "anthropic": "the Anthropic SDK",
     "postgres": "the PostgreSQL drivers",
     "jwt": "PyJWT",
+    "otel": "the OpenTelemetry SDK and prometheus-client",
 }
 
 EXTRA_MODULES: Final[dict[Extra, tuple[str, ...]]] = {
@@ -58,6 +61,7 @@ EXTRA_MODULES: Final[dict[Extra, tuple[str, ...]]] = {
         "langgraph.checkpoint.postgres",
     ),
     "jwt": ("jwt",),
+    "otel": ("opentelemetry.sdk", "prometheus_client"),
 }
 """The modules each extra provides: an ``ImportError`` of one of them is that extra's."""
 

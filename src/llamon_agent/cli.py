@@ -194,6 +194,13 @@ def serve_command(
             "10.1.0.0/16). Default: LLAMON_PUSH_ALLOW, else public addresses only.",
         ),
     ] = None,
+    metrics: Annotated[
+        bool,
+        typer.Option(
+            "--metrics",
+            help="Serve GET /metrics (Prometheus text; needs llamon-agent[otel]).",
+        ),
+    ] = False,
 ) -> None:
     """Serve an agent over A2A (JSON-RPC) until stopped."""
     import asyncio
@@ -214,7 +221,10 @@ def serve_command(
             log_format=_choice(log_format.lower(), "--log-format", LOG_FORMATS),  # type: ignore[arg-type]
             access_log=access_log,
             push_policy=_push_policy(push_allow),
+            metrics=metrics,
         )
+        if metrics:
+            _check_metrics_extra()
         agent = _load_agent(target)
         agent_card = _load_card(card)
         options = replace(options, auth=_auth(agent_card, api_key, bearer_token))
@@ -241,6 +251,14 @@ def serve_command(
         if problem is None:
             raise
         _fail(problem, 1)
+
+
+def _check_metrics_extra() -> None:
+    """``UserError`` naming the extra when ``--metrics`` cannot be served."""
+    try:
+        import llamon_agent.a2a.metrics_route  # noqa: F401 - the otel extra's packages
+    except ImportError as exc:
+        raise UserError(f"--metrics: {exc}") from exc
 
 
 def _push_policy(allow: list[str] | None) -> PushPolicy | None:

@@ -63,6 +63,7 @@ from a2a.types import (
     TaskStatus,
 )
 from a2a.utils.errors import ServerError
+from opentelemetry.trace import Span
 
 from llamon_agent.a2a.agent import (
     Agent,
@@ -97,6 +98,15 @@ from llamon_agent.core.events import EventBus, RunnerEvent, event_scope, failure
 from llamon_agent.core.failures import FailureRecord
 from llamon_agent.core.hitl import HITLInterrupt
 from llamon_agent.core.logs import LOG_FIELDS, failure_log_fields
+from llamon_agent.core.telemetry import (
+    TASK_STATE,
+    invoke_agent_span,
+    mark_failed,
+    reason_stage,
+    record_failure_latency,
+    record_stream_duration,
+    record_task_end,
+)
 from llamon_agent.exceptions import GuardrailBlockedError, LlamonApplicationError
 
 __all__ = [
@@ -364,6 +374,11 @@ class CustomAgentExecutor(AgentExecutor):
             progress=lambda text, data: self._progress(run, text, data),
             release_chunks=lambda: self._release(run),
         )
+        name = self.agent_name or _default_name(self.agent)
+        scope = invoke_agent_span(  # entered here, left in the finally below
+            name, task_id=task.id, context_id=task.context_id, headers=_headers(context)
+        )
+        span = scope.__enter__()
         try:
             if run.streaming or not _blocking(context):
                 # someone watches this task while it runs: tell them it is working. A
@@ -387,6 +402,34 @@ class CustomAgentExecutor(AgentExecutor):
         finally:
             if self._runs.get(task.id) is run:  # a next run of the task may have begun
                 del self._runs[task.id]
+            try:
+                self._observe_end(run, span, name)
+            finally:
+                scope.__exit__(None, None, None)
+
+    def _observe_end(self, run: _Run, span: Span, name: str) -> None:
+        """The run's end on its span and in the metrics (``core.telemetry``): the final
+        state, and a failure's reason, errorCode and stage."""
+        state = run.claim.ended_by
+        ended = state.value if state is not None else "unknown"
+        data = run.failure_data if state == TaskState.failed else None
+        if span.is_recording():
+            span.set_attribute(TASK_STATE, ended)
+            if data is not None:
+                stage = Stage.FLOW_NODE if data.node is not None else None
+                mark_failed(
+                    span,
+                    reason=data.error_reason,
+                    error_code=data.error_code.value,
+                    stage=stage or reason_stage(data.error_reason),
+                )
+        code = data.error_code.value if data is not None else None
+        record_task_end(name, ended, code)
+        seconds = time.monotonic() - run.started if run.started is not None else None
+        if run.streaming and seconds is not None:
+            record_stream_duration(name, ended, seconds)
+        if code is not None and seconds is not None:
+            record_failure_latency(name, code, seconds)
 
     async def _dispatch(self, ctx: AgentContext, run: _Run) -> AgentOutput | _Streamed:
         stream = getattr(self.agent, "stream", None)
@@ -785,6 +828,7 @@ class CustomAgentExecutor(AgentExecutor):
                 continue
             stopper.failure = FailureRecord.from_error_data(data)
             stopper.failure_data = data
+            run.failure_data = data  # for the run's own span and metrics
             status = TaskStatus(
                 state=TaskState.failed,
                 message=_agent_message(run, application_error_to_parts(data)),
@@ -910,6 +954,19 @@ def _being_cancelled() -> bool:
 def _blocking(context: RequestContext) -> bool:
     configuration = context.configuration
     return configuration is None or configuration.blocking is not False
+
+
+def _default_name(agent: object) -> str:
+    """An agent's name for its spans and metrics when none was given: its ``name``, else
+    its class."""
+    return str(getattr(agent, "name", None) or type(agent).__name__)
+
+
+def _headers(context: RequestContext) -> Mapping[str, str] | None:
+    """The request's HTTP headers (a2a-sdk keeps them in the call context's state)."""
+    call = context.call_context
+    headers = call.state.get("headers") if call is not None else None
+    return headers if isinstance(headers, Mapping) else None
 
 
 def _is_streaming(context: RequestContext) -> bool:

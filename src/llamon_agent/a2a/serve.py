@@ -78,6 +78,8 @@ class ServeOptions:
     (``create_app(idempotency_window=)``); ``None``: ``LLAMON_IDEMPOTENCY_WINDOW``, else 24 h."""
     events: EventBus | None = None
     """The bus runner events go to (``create_app(events=)``; serves ``/tasks/{id}/events``)."""
+    metrics: bool = False
+    """Serve ``GET /metrics`` (``create_app(metrics=)``; needs the ``otel`` extra)."""
 
 
 def load_target(target: str) -> Any:
@@ -224,6 +226,7 @@ async def serve_agent(
             idempotency_window=options.idempotency_window,
             failure_store=stores.failures,
             events=options.events,
+            metrics=options.metrics,
         )
         logging_setup: dict[str, Any] = {}
         if options.log_format is not None:

@@ -404,6 +404,7 @@ def create_app(
     idempotency_window: float | None = None,
     failure_store: FailureStore | None = None,
     events: EventBus | None = None,
+    metrics: bool = False,
 ) -> Starlette:
     """The A2A Starlette app for ``agent`` (anything ``as_agent`` accepts) and its card.
 
@@ -440,6 +441,9 @@ def create_app(
     loop, flow and MCP events of the agent inside each task); it also serves
     ``GET /tasks/{id}/events`` (SSE, ``a2a.events_route``), whose ``TaskEventLog``
     (``app.state.llamon_task_events``) subscribes to it. ``None``: no events, no route.
+    ``metrics``: serve ``GET /metrics``, the OpenTelemetry metrics in the Prometheus text
+    format (``a2a.metrics_route``; needs the ``otel`` extra), behind the same credentials
+    as the agent; off by default.
     """
     install_log_scrubbing()
     _quiet_client_mistakes()
@@ -506,6 +510,10 @@ def create_app(
         task_events = TaskEventLog()
         events.subscribe_inline(task_events, name="task-events")  # O(1), never blocks
         app.router.routes.append(task_events_route(task_events, handler.task_store))
+    if metrics:
+        from llamon_agent.a2a.metrics_route import metrics_routes  # the otel extra's
+
+        app.router.routes.extend(metrics_routes())
     if auth is not None:
         app.add_middleware(AuthMiddleware, config=auth)
     app.state.llamon_executor = executor

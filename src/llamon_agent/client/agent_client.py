@@ -61,6 +61,7 @@ from llamon_agent.core.classify import classify_received
 from llamon_agent.core.codes import ErrorCode, Stage
 from llamon_agent.core.events import RunnerEvent, current_scope, emit, failure_metadata, observed
 from llamon_agent.core.failures import FailureRecord
+from llamon_agent.core.telemetry import inject_trace_headers
 from llamon_agent.exceptions import LlamonError
 
 if TYPE_CHECKING:
@@ -222,7 +223,8 @@ class AgentClient:
         if self._transport is None:
             self._transport = JsonRpcTransport(self._http, card, url=self._url)
         self._transport.agent_card = card
-        headers = await self.auth.headers(card) if self.auth is not None else {}
+        headers = dict(await self.auth.headers(card)) if self.auth is not None else {}
+        inject_trace_headers(headers)  # W3C traceparent: the called agent's span is a child
         kwargs: dict[str, Any] = {"timeout": self.timeout}
         if headers:
             kwargs["headers"] = headers

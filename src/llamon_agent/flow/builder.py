@@ -41,6 +41,7 @@ from llamon_agent.core.codes import Stage
 from llamon_agent.core.events import emit, failure_metadata, observed
 from llamon_agent.core.failures import FailureRecord
 from llamon_agent.core.hitl import DEFAULT_RESUME_KEY, HITLInterrupt
+from llamon_agent.core.telemetry import flow_node_span, mark_exception
 
 with requires_extra("langgraph", "llamon_agent.flow"):
     from langgraph.channels.binop import BinaryOperatorAggregate
@@ -252,6 +253,41 @@ def _wrap(
     return run
 
 
+def _traced(fn: Callable[..., Any], flow: str, node: str, kind: str) -> Callable[..., Any]:
+    """Run each call of node ``fn`` under its ``flow_node {node}`` span (``core.telemetry``).
+
+    A failure is marked by the failure rule (stage ``flow_node``); a pause
+    (LangGraph's interrupt) is not a failure.
+    """
+    if inspect.iscoroutinefunction(fn):
+
+        async def traced_async(state: Any) -> Any:
+            with flow_node_span(flow, node, kind) as span:
+                try:
+                    return await fn(state)
+                except GraphBubbleUp:
+                    raise
+                except Exception as exc:
+                    mark_exception(span, exc, stage=Stage.FLOW_NODE)
+                    raise
+
+        traced_async.__name__ = fn.__name__
+        return traced_async
+
+    def traced(state: Any) -> Any:
+        with flow_node_span(flow, node, kind) as span:
+            try:
+                return fn(state)
+            except GraphBubbleUp:
+                raise
+            except Exception as exc:
+                mark_exception(span, exc, stage=Stage.FLOW_NODE)
+                raise
+
+    traced.__name__ = fn.__name__
+    return traced
+
+
 def _merge(answers: dict[str, Any], result: Any) -> Any:
     """The node's update plus the caller's answers (the node's own keys win)."""
     if isinstance(result, _ReadState):  # the node returned its own state
@@ -290,7 +326,7 @@ class GraphBuilder:
             raise ValueError(f"node_kind of {name!r} must be non-empty ASCII")
         self._graph.add_node(
             name,
-            _wrap(fn, name, node_kind),
+            _traced(_wrap(fn, name, node_kind), self.name, name, node_kind),
             retry_policy=retry_policy,
             timeout=timeout,
             metadata={"llamon.node_kind": node_kind},

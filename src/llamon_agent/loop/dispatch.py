@@ -47,10 +47,13 @@ import inspect
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
+from opentelemetry.trace import Span
+
 from llamon_agent.core.catalog import reason_spec
 from llamon_agent.core.classify import Classification, classify_exception
 from llamon_agent.core.codes import Stage
 from llamon_agent.core.failures import FailureRecord
+from llamon_agent.core.telemetry import mark_failed, reason_stage, record_tool_call, tool_span
 from llamon_agent.loop.events import EventSink, failure_metadata
 from llamon_agent.loop.model import RawToolCall, ToolMessage
 from llamon_agent.loop.outcome import ToolCallResult
@@ -58,10 +61,13 @@ from llamon_agent.loop.result import ToolResult
 from llamon_agent.loop.tools import SelfValidatingTool, Tool, ToolLike, ToolRegistry, ToolView
 from llamon_agent.loop.validation import check_arguments, format_problems, parse_arguments
 
-__all__ = ["RETRY_INVITING_REASONS", "ToolDispatcher", "ToolEscalation"]
+__all__ = ["RETRY_INVITING_REASONS", "UNKNOWN_TOOL", "ToolDispatcher", "ToolEscalation"]
 
 RETRY_INVITING_REASONS: Final = frozenset({"upstream_tool_unavailable"})
 """Failures whose text invites the model to retry the same call: not a repeated call."""
+
+UNKNOWN_TOOL: Final = "(unknown)"
+"""The tool name on the span and metric of a call to a tool not in the view."""
 
 _NAME_SHOWN: Final = 64
 _NAMES_LISTED: Final = 30
@@ -158,7 +164,11 @@ class ToolDispatcher:
                 tool=call.name,
                 step_id=call.id,
             )
-        result = await self._result(call, round_number)
+        known = isinstance(call.name, str) and self.tools.get(call.name) is not None
+        name = call.name if known else UNKNOWN_TOOL  # a made-up name is neither shown nor counted
+        with tool_span(name, str(call.id)) as span:
+            result = await self._result(call, round_number)
+            _observe(span, name, result)
         if isinstance(result, ToolEscalation):
             failed = ToolResult.failure(
                 result.classification.reason, result.record.message, record=result.record
@@ -263,6 +273,23 @@ class ToolDispatcher:
             return ToolEscalation(call, exc, record, classify_exception(exc))
         result = ToolResult.of(value)
         return _stamped(result, call, round_number) if result.is_error else result
+
+
+def _observe(span: Span, tool: str, result: ToolResult | ToolEscalation) -> None:
+    """A call's outcome on its span and in ``llamon.tool.calls`` (``core.telemetry``)."""
+    if isinstance(result, ToolEscalation):
+        found, stage = result.classification, result.record.stage
+        mark_failed(span, reason=found.reason, error_code=found.code.value, stage=stage)
+        record_tool_call(tool, "escalated", found.reason)
+    elif result.is_error:
+        record = result.record
+        reason = record.reason if record is not None else result.error_code or "tool_error"
+        code = record.error_code.value if record is not None else "INTERNAL_ERROR"
+        stage = record.stage if record is not None else reason_stage(reason)
+        mark_failed(span, reason=reason, error_code=code, stage=stage)
+        record_tool_call(tool, "error", reason)
+    else:
+        record_tool_call(tool, "ok")
 
 
 def _observation(

@@ -43,6 +43,14 @@ from llamon_agent.core.classify import Classification, classify_exception
 from llamon_agent.core.codes import Stage
 from llamon_agent.core.events import EventBus
 from llamon_agent.core.failures import FailureRecord
+from llamon_agent.core.telemetry import (
+    MODEL_RETRIES,
+    USAGE_INPUT_TOKENS,
+    USAGE_OUTPUT_TOKENS,
+    chat_span,
+    mark_failed,
+    record_model_retries,
+)
 from llamon_agent.loop.dispatch import ToolDispatcher, ToolEscalation
 from llamon_agent.loop.events import EventHandler, EventSink, failure_metadata
 from llamon_agent.loop.model import (
@@ -128,7 +136,7 @@ class _Run:
     async def _round(self) -> LoopOutcome | None:
         """One model call and the tool calls it wrote; the outcome when the run ends here."""
         try:
-            response = await self.model.complete(tuple(self.transcript), self.specs)
+            response = await self._complete()
         except Exception as exc:
             found = classify_exception(exc)
             self.model_retries += found.retried  # the retries of the call that failed
@@ -166,6 +174,25 @@ class _Run:
                 )
             self.transcript.append(done)
         return None
+
+    async def _complete(self) -> ModelResponse:
+        """One model call under its ``chat {model}`` span (``core.telemetry``)."""
+        name, provider = _model_names(self.model)
+        with chat_span(name, provider) as span:
+            try:
+                response = await self.model.complete(tuple(self.transcript), self.specs)
+            except Exception as exc:
+                found = classify_exception(exc)
+                mark_failed(
+                    span, reason=found.reason, error_code=found.code.value, stage=Stage.MODEL_CALL
+                )
+                record_model_retries(found.retried, provider)
+                raise
+            if isinstance(response, ModelResponse):
+                record_model_retries(response.retries, provider)
+                if span.is_recording():
+                    span.set_attributes(_usage_attributes(response))
+            return response
 
     def _count(self, response: ModelResponse) -> None:
         self.model_retries += max(0, int(response.retries or 0))
@@ -211,6 +238,28 @@ class _Run:
             usage=dict(self.usage),
             classification=classification,
         )
+
+
+def _model_names(model: Model) -> tuple[str, str | None]:
+    """``(gen_ai.request.model, gen_ai.provider.name)`` of ``model``: its ``model`` (a
+    provider adapter) or ``name`` (``ScriptedModel``), else its class; its provider."""
+    names = (getattr(model, "model", None), getattr(model, "name", None))
+    name = next((n for n in names if isinstance(n, str) and n), type(model).__name__)
+    provider = getattr(model, "provider", None)
+    return name, provider.lower() if isinstance(provider, str) else None
+
+
+def _usage_attributes(response: ModelResponse) -> dict[str, int]:
+    usage = response.usage or {}
+    attributes = {MODEL_RETRIES: max(0, int(response.retries or 0))}
+    for key, attribute in (
+        ("input_tokens", USAGE_INPUT_TOKENS),
+        ("output_tokens", USAGE_OUTPUT_TOKENS),
+    ):
+        amount = usage.get(key)
+        if isinstance(amount, int):
+            attributes[attribute] = amount
+    return attributes
 
 
 async def run_loop(

@@ -1,0 +1,81 @@
+"""One OpenTelemetry SDK for the test process: every finished span kept in memory.
+
+OpenTelemetry's global tracer provider can be set once per process, so the first test
+that asks for ``span_exporter()`` sets it (an SDK ``TracerProvider`` with a
+``SimpleSpanProcessor`` into a bounded in-memory exporter) and every later one shares it;
+each test clears the exporter first and reads only its own spans. The exporter keeps the
+last ``KEPT`` spans only, since the rest of the suite runs with the SDK set too.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Iterator, Sequence
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+__all__ = ["KEPT", "KeptSpans", "span_exporter", "span_texts", "spans_named"]
+
+KEPT = 5000
+
+
+class KeptSpans(SpanExporter):
+    """The last ``KEPT`` finished spans, in the order they ended."""
+
+    def __init__(self) -> None:
+        self._spans: deque[ReadableSpan] = deque(maxlen=KEPT)
+        self._lock = threading.Lock()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        with self._lock:
+            self._spans.extend(spans)
+        return SpanExportResult.SUCCESS
+
+    def get_finished_spans(self) -> tuple[ReadableSpan, ...]:
+        with self._lock:
+            return tuple(self._spans)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._spans.clear()
+
+
+_exporter = KeptSpans()
+_installed = False
+
+
+def span_exporter() -> KeptSpans:
+    """The process's in-memory exporter (the SDK installed on first call), cleared."""
+    global _installed
+    if not _installed:
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(_exporter))
+        trace.set_tracer_provider(provider)
+        _installed = True
+    _exporter.clear()
+    return _exporter
+
+
+def spans_named(exporter: KeptSpans, prefix: str) -> list[ReadableSpan]:
+    """The finished spans whose name starts with ``prefix``, in the order they ended."""
+    return [span for span in exporter.get_finished_spans() if span.name.startswith(prefix)]
+
+
+def span_texts(exporter: KeptSpans) -> Iterator[str]:
+    """Every text a span exports: names, attribute keys and values, status descriptions,
+    event names and their attributes, links' attributes."""
+    for span in exporter.get_finished_spans():
+        yield span.name
+        yield span.status.description or ""
+        for key, value in (span.attributes or {}).items():
+            yield f"{key}={value!r}"
+        for event in span.events:
+            yield event.name
+            for key, value in (event.attributes or {}).items():
+                yield f"{key}={value!r}"
+        for link in span.links:
+            for key, value in (link.attributes or {}).items():
+                yield f"{key}={value!r}"
