@@ -73,8 +73,9 @@ async def test_a_stopping_server_cancels_a_left_streams_consumer_and_its_run() -
 async def test_a_background_task_started_after_the_server_stopped_is_cancelled() -> None:
     app = create_app(Stuck(), make_card())
     handler = app.state.llamon_request_handler
-    async with running_server(app):
-        pass
+    async with running_server(app) as url, httpx.AsyncClient(timeout=10) as http:
+        card = await http.get(f"{url}/.well-known/agent-card.json")  # the server is up
+        assert card.status_code == 200
     never = asyncio.Event()
     late = asyncio.create_task(never.wait(), name="continue_consuming:late")
     handler._track_background_task(late)  # a stream's consumer whose caller left just now
