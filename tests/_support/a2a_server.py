@@ -68,6 +68,20 @@ async def running_server(app: Starlette) -> AsyncIterator[str]:
         server.should_exit = True
         await asyncio.wait_for(task, timeout=10)
         sock.close()
+        await _background_settled(app)
+
+
+async def _background_settled(app: Starlette) -> None:
+    """Wait (at most 5 s) for what a llamon server still runs in the background after its
+    stop -- a stream's consumer that a2a-sdk polls every half second, cancelled by the
+    stop -- to end, so a test's event loop never closes on it."""
+    handler = getattr(app.state, "llamon_request_handler", None)
+    tasks = getattr(handler, "_background_tasks", None)
+    if not tasks:
+        return
+    pending = [background for background in tasks if not background.done()]
+    if pending:
+        await asyncio.wait(pending, timeout=5)
 
 
 @asynccontextmanager

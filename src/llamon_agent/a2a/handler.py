@@ -252,14 +252,16 @@ class LlamonRequestHandler(DefaultRequestHandler):
         (at most ``CLOSE_WAIT`` seconds), so no task is left pending when the event loop
         closes."""
         self._closed = True
-        pending = [
-            task
-            for task in (*self._background_tasks, *self._running_agents.values())
-            if not task.done()
-        ]
-        for task in pending:
-            task.cancel()
-        if pending:
+        for _ in range(3):  # a cancelled one may start another (a stream's consumer)
+            pending = [
+                task
+                for task in (*self._background_tasks, *self._running_agents.values())
+                if not task.done()
+            ]
+            if not pending:
+                return
+            for task in pending:
+                task.cancel()
             await asyncio.wait(pending, timeout=CLOSE_WAIT)
 
     def _track_background_task(self, task: asyncio.Task[Any]) -> None:
