@@ -75,7 +75,7 @@ async def _background_settled(app: Starlette) -> None:
     """Wait (at most 5 s) for what a llamon server still runs in the background after its
     stop -- a stream's consumer that a2a-sdk polls every half second, cancelled by the
     stop -- to end, so a test's event loop never closes on it."""
-    handler = getattr(app.state, "llamon_request_handler", None)
+    handler = getattr(getattr(app, "state", None), "llamon_request_handler", None)
     tasks = getattr(handler, "_background_tasks", None)
     if not tasks:
         return
