@@ -295,13 +295,7 @@ class Subscription:
                     return
                 self.delivered += 1
             except Exception as exc:
-                self.failed += 1
-                logger.warning(
-                    "event subscriber %s raised %s on %s; ignored",
-                    self.name,
-                    type(exc).__name__,
-                    event.type,
-                )
+                self._raised(exc, event)
         self._after_burst()
 
     def _deliver_inline(self, event: RunnerEvent) -> None:
@@ -309,13 +303,17 @@ class Subscription:
             self.callback(event)
             self.delivered += 1
         except Exception as exc:
-            self.failed += 1
-            logger.warning(
-                "event subscriber %s raised %s on %s; ignored",
-                self.name,
-                type(exc).__name__,
-                event.type,
-            )
+            self._raised(exc, event)
+
+    def _raised(self, exc: Exception, event: RunnerEvent) -> None:
+        """Count and log (by type only) a subscriber that raised on ``event``."""
+        self.failed += 1
+        logger.warning(
+            "event subscriber %s raised %s on %s; ignored",
+            self.name,
+            type(exc).__name__,
+            event.type,
+        )
 
     async def _drain(self, first: Awaitable[object] | None = None) -> None:
         queue = self._queue
@@ -338,13 +336,7 @@ class Subscription:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                self.failed += 1
-                logger.warning(
-                    "event subscriber %s raised %s on %s; ignored",
-                    self.name,
-                    type(exc).__name__,
-                    event.type,
-                )
+                self._raised(exc, event)
         self._after_burst()
 
     def _after_burst(self) -> None:
