@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import uvicorn
 from a2a.client import Client, ClientConfig, ClientFactory
+from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.types import (
     AgentCapabilities,
     AgentCard,
@@ -27,6 +28,8 @@ from a2a.types import (
     TextPart,
 )
 from starlette.applications import Starlette
+
+from llamon_agent.a2a.handler import LlamonRequestHandler
 
 
 def make_card(
@@ -72,16 +75,44 @@ async def running_server(app: Starlette) -> AsyncIterator[str]:
 
 
 async def _background_settled(app: Starlette) -> None:
-    """Wait (at most 5 s) for what a llamon server still runs in the background after its
-    stop -- a stream's consumer that a2a-sdk polls every half second, cancelled by the
-    stop -- to end, so a test's event loop never closes on it."""
-    handler = getattr(getattr(app, "state", None), "llamon_request_handler", None)
-    tasks = getattr(handler, "_background_tasks", None)
-    if not tasks:
-        return
-    pending = [background for background in tasks if not background.done()]
+    """End what a stopped server still runs in the background, so a test's event loop
+    never closes on it (a task destroyed while pending is an unraisable warning in
+    whichever later test the collector runs).
+
+    A llamon server cancels its runs and background readers at its shutdown; a stream's
+    reader that a2a-sdk polls every half second may outlive that by a poll, so it is
+    awaited (at most 5 s). A plain a2a-sdk ``DefaultRequestHandler`` has no shutdown of
+    its own: what it still runs (agent runs, a non-blocking send's reader) is cancelled
+    here, then awaited the same way."""
+    pending: list[asyncio.Task[Any]] = []
+    for handler in _request_handlers(app):
+        running = [
+            *getattr(handler, "_background_tasks", ()),
+            *getattr(handler, "_running_agents", {}).values(),
+        ]
+        for task in running:
+            if not task.done():
+                if not isinstance(handler, LlamonRequestHandler):
+                    task.cancel()
+                pending.append(task)
     if pending:
         await asyncio.wait(pending, timeout=5)
+
+
+def _request_handlers(app: Starlette) -> list[DefaultRequestHandler]:
+    """The request handlers serving ``app``: a llamon app's (in its state) and any a2a-sdk
+    JSON-RPC route's (the route's endpoint is a method of the a2a-sdk application)."""
+    found: list[DefaultRequestHandler] = []
+    llamon = getattr(getattr(app, "state", None), "llamon_request_handler", None)
+    if isinstance(llamon, DefaultRequestHandler):
+        found.append(llamon)
+    for route in getattr(app, "routes", ()):
+        owner = getattr(getattr(route, "endpoint", None), "__self__", None)
+        jsonrpc = getattr(owner, "handler", None)
+        handler = getattr(jsonrpc, "request_handler", None)
+        if isinstance(handler, DefaultRequestHandler) and handler not in found:
+            found.append(handler)
+    return found
 
 
 @asynccontextmanager

@@ -141,10 +141,6 @@ async def test_the_downstream_chunks_reach_the_caller_and_its_failure_code_too()
     assert "".join(texts_of(following.artifacts[0].parts)) == "d0 d1 d2 "  # type: ignore[index]
 
 
-# Under the lowest dependency versions, a2a-sdk's half-second queue poll of an earlier
-# test can be finalized while this one runs; its "event loop is closed" warning is not
-# this test's behaviour (open: find the test that leaves it).
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 async def test_the_sample_failing_mid_stream_closes_the_flow_failed() -> None:
     downstream = Downstream()
     async with running_server(create_app(downstream, make_card())) as down_url:
