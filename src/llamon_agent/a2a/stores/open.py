@@ -65,6 +65,7 @@ from llamon_agent.a2a.stores.sqlite import (
     open_sqlite_database,
 )
 from llamon_agent.a2a.stores.sqlite_db import SQLITE_BUSY_TIMEOUT_MS, SQLiteDatabase
+from llamon_agent.a2a.stores.task_events import TaskEventStore
 from llamon_agent.a2a.stores.workers import WORKER_METADATA_KEY, worker_id
 from llamon_agent.core.errors import ApplicationErrorData, ErrorCode, make_application_error_data
 from llamon_agent.core.failures import FailureRecord
@@ -128,7 +129,8 @@ class Stores:
     ``SQLiteDatabase`` both SQLite stores share (each ``None`` otherwise);
     ``description`` says where the data lives, e.g. ``sqlite:/home/me/.llamon/tasks.db``,
     with any DSN password masked. ``failures`` is the failure store in the same database
-    (``stores.failures``: every failed task's failure record, queryable).
+    (``stores.failures``: every failed task's failure record, queryable); ``events`` keeps
+    every served task's runner events (``stores.events.for_task(task_id)``).
     """
 
     task_store: TaskStore
@@ -138,6 +140,7 @@ class Stores:
     description: str = ""
     database: SQLiteDatabase | None = None
     failures: FailureStore | None = None
+    events: TaskEventStore | None = None
 
     def __post_init__(self) -> None:
         if not self.description:
@@ -149,6 +152,8 @@ class Stores:
         SQLite: the writes already queued are committed first, failure records included."""
         if self.failures is not None:
             await self.failures.close()
+        if self.events is not None:
+            await self.events.close()
         if self.engine is not None:
             await self.engine.dispose()
         if self.database is not None:
