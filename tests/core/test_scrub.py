@@ -13,6 +13,7 @@ import urllib.parse
 import uuid
 from collections.abc import Iterator, Mapping
 
+import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -28,6 +29,7 @@ from llamon_agent.core.scrub import (
     scrub_value,
     set_hash_key,
 )
+from tests._support.boundary_cases import reveals
 from tests._support.secret_strategies import (
     SECRET_KINDS,
     SecretSample,
@@ -1081,3 +1083,23 @@ def test_a_bare_uuid_is_kept_as_the_full_scrub_keeps_it(value: uuid.UUID, upper:
     assert scrub_text(text) == text
     assert _scrub_full(text) == text  # the fast path answers what the full scrub would
     assert scrub_evidence({"password": text}) != {"password": text}  # a key still redacts
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        "1P+Tt/6_DOA~Qq+rYKede0Uf_76_L+ZZQG-kctOiUghXPBr2DKRaC",
+        "6JgkIuZQ-Yu2L-sGMrfuEhIfir3~+drT/IR.9++z-LgVYDC7B6o",
+        "vBA7C/x7G9CYcbpwgDOOn18rfITA+R.rKLcU.dDDg++Lx-L~iypxaPq_sgz",
+    ],
+)
+def test_a_bearer_token_with_plus_and_slash_in_a_query_leaves_nothing(token: str) -> None:
+    """In a form-encoded query "+" is a space and the token's own "+" is "%2B": decoding
+    must not turn the token's "+" into spaces, and what follows a token's marker up to
+    the end of its word is the same token."""
+    request = httpx.Request(
+        "GET", "https://api.example/v1/items", params={"q": f"rejected Bearer {token} with 401"}
+    )
+    scrubbed = scrub.scrub_public_text(f"Client error for url '{request.url}'")
+    assert not reveals(token, scrubbed), scrubbed
+    assert scrubbed.endswith("'")  # the quote after the URL is kept

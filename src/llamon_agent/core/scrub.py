@@ -727,19 +727,20 @@ def _plus_as_space(text: str) -> str:
     return text
 
 
-def _layered(text: str, *, scrub_each: bool) -> tuple[str, bool]:
+def _layered(text: str, *, scrub_each: bool, restart: bool = False) -> tuple[str, bool]:
     """``text`` decoded layer by layer (up to 3 per stage) and scrubbed: after each layer
     (``scrub_each``, so a secret whose own characters are percent-encoded is found before
     they are decoded) or once at the end (so a token split by an encoded space is whole
     again). Stages: decoded but for the characters that end a value (an encoded "&"
-    inside a secret keeps it one value), then entirely, "+" as a space. Also says whether
-    anything was found."""
+    inside a secret keeps it one value), then entirely, "+" as a space. The second stage
+    goes on from what the first found, or (``restart``, or when it found nothing) starts
+    again from the text as it came: "+" is a space only in the text as it came, never a
+    "+" that decoding made ("%2B" inside a token). Also says whether anything was found."""
     current = text
     found = False
     for keep in (_KEEP_ENCODED, _KEEP_NOTHING):
-        if keep is _KEEP_NOTHING:
-            if not found:
-                current = text  # start again from the text as it came
+        if keep is _KEEP_NOTHING and (restart or not found):
+            current = text  # start again from the text as it came
             spaced = _plus_as_space(current)
             if spaced != current:
                 current = _scrub_plain(spaced) if scrub_each else spaced
@@ -768,7 +769,9 @@ def _scrub_decoded(text: str) -> str:
     as it is."""
     candidates = [
         result
-        for result, found in (_layered(text, scrub_each=True), _layered(text, scrub_each=False))
+        for scrub_each in (True, False)
+        for restart in (False, True)
+        for result, found in (_layered(text, scrub_each=scrub_each, restart=restart),)
         if found
     ]
     if not candidates:
@@ -776,12 +779,23 @@ def _scrub_decoded(text: str) -> str:
     return min(candidates, key=_visible)
 
 
+# What decoding leaves of a secret right after its marker ("[REDACTED:token]+drT%2F..."
+# when an encoded "+" ended the match): the rest of the word, up to a value terminator,
+# is the same secret.
+_SECRET_REMNANT_RE: Final = re.compile(
+    r"(?P<marker>\[REDACTED:(?:token|secret|api_key|jwt|password)\])[^\s'\"`&;,<>()\[\]{}\\]+"
+)
+
+
 def _scrub_full(text: str) -> str:
     """Every pass. Text with percent-encoding or JSON escapes is decoded first and the
     decoded text is what comes out when it holds something to redact; runs that are
     base64 of a text holding a secret become ``[REDACTED:secret]``."""
     encoded = "%" in text or "\\" in text or ("+" in text and "?" in text)
-    text = _scrub_decoded(text) if encoded else _scrub_plain(text)
+    if encoded:
+        text = _SECRET_REMNANT_RE.sub(r"\g<marker>", _scrub_decoded(text))
+    else:
+        text = _scrub_plain(text)
     if len(text) >= 12 and _BASE64_RE.search(text):
         text = _BASE64_RE.sub(_base64_repl, text)
     return text
