@@ -1,12 +1,12 @@
 """The security boundary, property-tested: 9,800 generated cases per run (200 more over a real
-server in tests/a2a/test_boundary_e2e.py make 10,000).
+server in tests/e2e/a2a/test_boundary_e2e.py make 10,000).
 
 Every secret kind (``secret_samples``), plain or percent-, base64- or JSON-escaped, carried
 by every way an exception carries text (its message, args, ``__cause__``/``__context__``,
 notes, ExceptionGroups, a ServerError's data, httpx request URLs and headers, pydantic
 validation input), must not come back out of any surface: error data and failure records,
 JSON-RPC errors, the executor's events (send and stream), and log lines of every logger at
-every level. ``tests/a2a/test_boundary_e2e.py`` runs 200 of the same cases over a
+every level. ``tests/e2e/a2a/test_boundary_e2e.py`` runs 200 of the same cases over a
 real server. Deterministic: hypothesis is derandomized, no example database.
 """
 
