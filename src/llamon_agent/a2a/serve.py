@@ -32,6 +32,7 @@ from llamon_agent.a2a.push_policy import PushPolicy
 from llamon_agent.a2a.serve_logging import LogFormat, serve_log_config
 from llamon_agent.a2a.server import create_app
 from llamon_agent.a2a.stores import (
+    EventRetention,
     FailureRetention,
     MemoryLimits,
     StoreKind,
@@ -80,6 +81,12 @@ class ServeOptions:
     """The bus runner events go to (``create_app(events=)``; serves ``/tasks/{id}/events``)."""
     metrics: bool = False
     """Serve ``GET /metrics`` (``create_app(metrics=)``; needs the ``otel`` extra)."""
+    keep_events: bool = True
+    """Keep every task's runner events in the store (``stores.events``, shown by ``llamon
+    task ID``); without ``events`` a bus is made for it. ``False``: none are kept."""
+    events_retention: EventRetention | None = None
+    """How long and how many kept events the store holds (``open_stores(events_retention=)``);
+    ``None``: 7 days / 1 000 000, or ``LLAMON_EVENTS_*``."""
 
 
 def load_target(target: str) -> Any:
@@ -195,6 +202,7 @@ async def serve_agent(
         dsn=options.database_url,
         memory_limits=options.memory_limits,
         failure_retention=options.failure_retention,
+        events_retention=options.events_retention,
     )
     exits = AsyncExitStack()
     try:
@@ -214,6 +222,9 @@ async def serve_agent(
                 open_checkpointer(stores.kind, dsn=options.database_url)
             )
             served = attach_checkpointer(agent, saver)
+        events, event_store = options.events, stores.events if options.keep_events else None
+        if events is None and event_store is not None:
+            events = EventBus()  # the store is its subscriber
         app = create_app(
             served,
             card,
@@ -225,8 +236,9 @@ async def serve_agent(
             push_policy=options.push_policy,
             idempotency_window=options.idempotency_window,
             failure_store=stores.failures,
-            events=options.events,
+            events=events,
             metrics=options.metrics,
+            event_store=event_store,
         )
         logging_setup: dict[str, Any] = {}
         if options.log_format is not None:
