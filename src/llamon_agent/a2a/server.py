@@ -83,6 +83,7 @@ from llamon_agent.client.extensions import IDEMPOTENT_SEND_EXTENSION
 from llamon_agent.core.events import EventBus
 from llamon_agent.core.logs import install_log_scrubbing
 from llamon_agent.core.settings import idempotency_window_setting, push_allow_setting
+from llamon_agent.core.telemetry import span_event_subscriber
 
 __all__ = ["LlamonA2AApplication", "create_app", "freeze_startup_heap"]
 
@@ -407,6 +408,7 @@ def create_app(
     events: EventBus | None = None,
     metrics: bool = False,
     event_store: TaskEventStore | None = None,
+    span_events: bool = True,
 ) -> Starlette:
     """The A2A Starlette app for ``agent`` (anything ``as_agent`` accepts) and its card.
 
@@ -446,7 +448,9 @@ def create_app(
     ``event_store``: where the tasks' events are kept (``stores.events``, read by
     ``llamon task ID``); with ``events`` it subscribes to the bus (its own bounded queue,
     batched writes in the background) and is flushed when the server stops;
-    ``app.state.llamon_event_store`` holds it.
+    ``app.state.llamon_event_store`` holds it. ``span_events`` (default on): with
+    ``events``, each runner event is also added as an OpenTelemetry span event on the span
+    it was emitted in (``core.telemetry.span_event_subscriber``; nothing without an SDK).
     ``metrics``: serve ``GET /metrics``, the OpenTelemetry metrics in the Prometheus text
     format (``a2a.metrics_route``; needs the ``otel`` extra), behind the same credentials
     as the agent; off by default.
@@ -518,6 +522,8 @@ def create_app(
         task_events = TaskEventLog()
         events.subscribe_inline(task_events, name="task-events")  # O(1), never blocks
         app.router.routes.append(task_events_route(task_events, handler.task_store))
+    if events is not None and span_events:
+        span_event_subscriber(events)  # inline: it needs the emitter's current span
     kept_events = event_store if events is not None else None
     if kept_events is not None and events is not None:
         kept_events.subscribe(events)
