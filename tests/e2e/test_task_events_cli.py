@@ -16,10 +16,12 @@ import httpx
 import pytest
 from a2a.types import TaskState
 
+from llamon_agent.a2a.serve import ServeOptions, serve_agent
 from llamon_agent.a2a.server import create_app
 from llamon_agent.a2a.stores import open_stores
 from llamon_agent.core.events import EventBus
 from tests._support.a2a_server import a2a_client, make_card, running_server, send, user_message
+from tests._support.otel import span_exporter, spans_named
 from tests._support.serve import llamon_serve, rpc
 from tests._support.stores import postgres_schema
 from tests.e2e.flow.test_flow_e2e import example_flow
@@ -143,3 +145,64 @@ async def test_a_served_flows_events_are_read_back_by_another_process(
             await check(("--database-url", dsn), dsn)
         return
     await check(("--home", str(tmp_path)), None)
+
+
+async def test_llamon_task_shows_the_trace_id_of_the_run_when_a_span_recorded(
+    tmp_path: Path,
+) -> None:
+    exporter = span_exporter()  # an OpenTelemetry SDK in the serving process
+    task = await _serve_flow(None, tmp_path)
+    (span,) = [
+        s
+        for s in spans_named(exporter, "invoke_agent ")
+        if (s.attributes or {}).get("llamon.task.id") == task.id
+    ]
+    trace = format(span.context.trace_id, "032x")
+
+    status, out, err = await llamon("task", task.id, "--home", str(tmp_path), "--json")
+    assert status == 0, err
+    shown = json.loads(out)
+    assert shown["traceId"] == trace
+    assert shown["events"][1]["trace_metadata"] == {"resumed": False, "trace_id": trace}
+    status, out, err = await llamon("task", task.id, "--home", str(tmp_path))
+    assert status == 0, err
+    assert f"trace {trace}\n" in out
+
+
+async def _served_by_serve_agent(home: Path, *, keep_events: bool) -> str:
+    """Serve an agent with ``serve_agent`` over SQLite in ``home``; the id of one task."""
+
+    async def pong(ctx: object) -> str:
+        return "pong"
+
+    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    shutdown = asyncio.Event()
+    options = ServeOptions(port=0, store="sqlite", gc_freeze=False, keep_events=keep_events)
+    server = asyncio.create_task(
+        serve_agent(pong, make_card(), options, on_ready=ready.set_result, shutdown=shutdown)
+    )
+    try:
+        url = await asyncio.wait_for(ready, timeout=30)
+        async with a2a_client(url.rstrip("/")) as client:
+            task = await send(client, user_message("hi"))
+    finally:
+        shutdown.set()
+        await asyncio.wait_for(server, timeout=30)
+    return task.id
+
+
+@pytest.mark.parametrize("keep_events", [True, False])
+async def test_serve_agent_keeps_events_unless_told_not_to(
+    keep_events: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LLAMON_HOME", str(tmp_path))
+    monkeypatch.delenv("LLAMON_DATABASE_URL", raising=False)
+    task_id = await _served_by_serve_agent(tmp_path, keep_events=keep_events)
+    stores = await open_stores("sqlite", home=tmp_path)
+    try:
+        assert stores.events is not None
+        kept = [event.type for event in await stores.events.for_task(task_id)]
+    finally:
+        await stores.close()
+    expected = ["task.submitted", "task.working", "task.completed"] if keep_events else []
+    assert kept == expected

@@ -118,8 +118,8 @@ async def test_a_write_that_waits_never_holds_up_the_emitter_and_extra_events_ar
             await super().add(events)  # type: ignore[arg-type]
 
     store = WaitingStore(per_task=MAX_WAITING * 3)
-    bus = EventBus(maxsize=MAX_WAITING * 3)
-    store.subscribe(bus)
+    bus = EventBus()
+    subscription = store.subscribe(bus, maxsize=MAX_WAITING * 3)
     bus.publish(event("t1", "first"))
     await bus.flush()  # the first write is now in flight, waiting
     started = time.perf_counter()
@@ -128,7 +128,7 @@ async def test_a_write_that_waits_never_holds_up_the_emitter_and_extra_events_ar
             bus.publish(event("t1", f"e{number}"))
         await bus.flush()
     assert time.perf_counter() - started < 5.0
-    assert store.dropped == 5
+    assert (store.dropped, subscription.dropped) == (5, 0)
     assert "task events not stored: 10000 waiting (1 dropped)" in caplog.messages
 
     release.set()
@@ -136,6 +136,22 @@ async def test_a_write_that_waits_never_holds_up_the_emitter_and_extra_events_ar
     kept = await store.for_task("t1", limit=MAX_WAITING * 3)
     assert len(kept) == MAX_WAITING + 1
     assert (kept[0].type, kept[-1].type) == ("first", f"e{MAX_WAITING - 1}")
+
+
+async def test_the_subscribers_own_queue_is_bounded_and_counts_what_it_drops() -> None:
+    store = MemoryTaskEventStore()
+    bus = EventBus()
+    subscription = store.subscribe(bus, maxsize=3)
+    for number in range(5):  # one turn of the loop: the queue holds 3
+        bus.publish(event("t1", f"e{number}"))
+    await bus.flush()
+    await store.flush()
+    assert subscription.dropped == 2
+    assert [e.type for e in await store.for_task("t1")] == ["e0", "e1", "e2"]
+    bus.publish(event("t1", "later"))  # the next events are still kept
+    await bus.flush()
+    await store.flush()
+    assert [e.type for e in await store.for_task("t1")][-1] == "later"
 
 
 async def test_a_failed_write_is_counted_and_logged_and_the_next_one_is_still_written(

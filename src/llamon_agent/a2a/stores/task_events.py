@@ -116,9 +116,10 @@ class TaskEventStore(ABC):
         self._writer: asyncio.Task[None] | None = None
         self._since_prune = 0
 
-    def subscribe(self, bus: EventBus, *, maxsize: int | None = None) -> Subscription:
-        """Keep every event of ``bus`` that belongs to a task, from now on (a subscriber
-        with its own queue of ``maxsize``, default the bus's)."""
+    def subscribe(self, bus: EventBus, *, maxsize: int = MAX_WAITING) -> Subscription:
+        """Keep every event of ``bus`` that belongs to a task, from now on: a subscriber
+        with its own queue of ``maxsize`` events, drained at each turn of the event loop
+        (events dropped there are counted in the returned ``Subscription.dropped``)."""
         return bus.subscribe(_Sink(self), maxsize=maxsize, name="task-event-store")
 
     def keep(self, event: RunnerEvent) -> None:
