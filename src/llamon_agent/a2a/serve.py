@@ -4,7 +4,9 @@
 ``LLAMON_HOME`` for tasks and flow checkpoints), ends ``failed`` / ``worker_lost`` every task
 a crashed process of this worker left ``working``, and serves on ``host:port`` until
 stopped. A flow (``GraphBuilder`` or compiled graph) without a checkpointer gets one of
-the same kind as the task store. ``load_target``
+the same kind as the task store. Every task's runner events are kept in the store
+(``stores.events``, read by ``llamon task ID``) unless ``ServeOptions(keep_events=False)``;
+a bus is made for them when ``ServeOptions.events`` gives none. ``load_target``
 resolves ``"module:attribute"`` (or ``path/to/file.py:attribute``) for ``llamon serve``.
 """
 
