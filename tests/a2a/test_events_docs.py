@@ -1,4 +1,5 @@
-"""docs/operations.md, "Events": every block runs as told, and the type table is complete."""
+"""docs/operations.md, "Events": every block runs as told (the kept-events example prints
+what a real served flow's store kept), and the type table is complete."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from types import CodeType
 from typing import Any
 
 import httpx
+import pytest
 
 from llamon_agent.a2a.agent import AgentContext
 from llamon_agent.a2a.auth import AuthConfig
@@ -36,7 +38,7 @@ def _run(marker: str) -> dict[str, Any]:
 
 
 def test_every_block_compiles() -> None:
-    assert len(BLOCKS) == 3
+    assert len(BLOCKS) == 4
     for block in BLOCKS:
         compile(block, "operations.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
 
@@ -96,6 +98,25 @@ async def test_the_sse_example_follows_a_task_with_the_agents_key() -> None:
             task = await _send(http, url, "hello")
         events = await follow_task(url, task["id"], KEY)
     assert [e["type"] for e in events] == ["task.submitted", "task.working", "task.completed"]
+
+
+async def test_the_kept_events_example_prints_a_served_flows_events(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.e2e.test_task_events_cli import _serve_flow
+
+    task = await _serve_flow(None, tmp_path)
+    capsys.readouterr()
+    await _run("async def print_events")["print_events"](tmp_path, task.id)
+    assert capsys.readouterr().out.splitlines() == [
+        "task.submitted -",
+        "task.working -",
+        "node.started fetch_subject",
+        "node.completed fetch_subject",
+        "node.started rag_search",
+        "node.failed rag_search",
+        "task.failed rag_search",
+    ]
 
 
 def test_the_forwarding_example_runs() -> None:

@@ -36,7 +36,8 @@ def test_the_sdk_example_prints_the_spans_it_says() -> None:
 def test_the_metric_names_shown_are_the_ones_served() -> None:
     from llamon_agent.core import telemetry
 
-    documented = set(re.findall(r"\| `(llamon\.[a-z_.]+)` \|", SECTION))
+    metrics = SECTION.split("### Metrics", 1)[1].split("\n### ", 1)[0]
+    documented = set(re.findall(r"\| `(llamon\.[a-z_.]+)` \|", metrics))
     source = Path(telemetry.__file__).read_text(encoding="utf-8")
     created = set(re.findall(r'create_(?:counter|histogram)\(\s*"([a-z_.]+)"', source))
     assert documented == created

@@ -106,6 +106,7 @@ from llamon_agent.core.telemetry import (
     record_failure_latency,
     record_stream_duration,
     record_task_end,
+    trace_id_of,
 )
 from llamon_agent.exceptions import GuardrailBlockedError, LlamonApplicationError
 
@@ -359,8 +360,6 @@ class CustomAgentExecutor(AgentExecutor):
             held=[] if self.hold_chunks else None,
         )
         self._runs[task.id] = run
-        if self.events is not None and self.events.active:
-            self._task_event("task.working", run, metadata={"resumed": resumed})
         ctx = AgentContext(
             task_id=task.id,
             context_id=task.context_id,
@@ -376,9 +375,19 @@ class CustomAgentExecutor(AgentExecutor):
         )
         name = self.agent_name or _default_name(self.agent)
         scope = invoke_agent_span(  # entered here, left in the finally below
-            name, task_id=task.id, context_id=task.context_id, headers=_headers(context)
+            name,
+            task_id=task.id,
+            context_id=task.context_id,
+            headers=_headers(context),
+            metadata=message.metadata,
         )
         span = scope.__enter__()
+        if self.events is not None and self.events.active:
+            working: dict[str, object] = {"resumed": resumed}
+            trace_id = trace_id_of(span)
+            if trace_id is not None:  # the console and ``llamon task`` show it
+                working["trace_id"] = trace_id
+            self._task_event("task.working", run, metadata=working)
         try:
             if run.streaming or not _blocking(context):
                 # someone watches this task while it runs: tell them it is working. A

@@ -4,7 +4,9 @@
 ``LLAMON_HOME`` for tasks and flow checkpoints), ends ``failed`` / ``worker_lost`` every task
 a crashed process of this worker left ``working``, and serves on ``host:port`` until
 stopped. A flow (``GraphBuilder`` or compiled graph) without a checkpointer gets one of
-the same kind as the task store. ``load_target``
+the same kind as the task store. Every task's runner events are kept in the store
+(``stores.events``, read by ``llamon task ID``) unless ``ServeOptions(keep_events=False)``;
+a bus is made for them when ``ServeOptions.events`` gives none. ``load_target``
 resolves ``"module:attribute"`` (or ``path/to/file.py:attribute``) for ``llamon serve``.
 """
 
@@ -32,6 +34,7 @@ from llamon_agent.a2a.push_policy import PushPolicy
 from llamon_agent.a2a.serve_logging import LogFormat, serve_log_config
 from llamon_agent.a2a.server import create_app
 from llamon_agent.a2a.stores import (
+    EventRetention,
     FailureRetention,
     MemoryLimits,
     StoreKind,
@@ -80,6 +83,12 @@ class ServeOptions:
     """The bus runner events go to (``create_app(events=)``; serves ``/tasks/{id}/events``)."""
     metrics: bool = False
     """Serve ``GET /metrics`` (``create_app(metrics=)``; needs the ``otel`` extra)."""
+    keep_events: bool = True
+    """Keep every task's runner events in the store (``stores.events``, shown by ``llamon
+    task ID``); without ``events`` a bus is made for it. ``False``: none are kept."""
+    events_retention: EventRetention | None = None
+    """How long and how many kept events the store holds (``open_stores(events_retention=)``);
+    ``None``: 7 days / 1 000 000, or ``LLAMON_EVENTS_*``."""
 
 
 def load_target(target: str) -> Any:
@@ -195,6 +204,7 @@ async def serve_agent(
         dsn=options.database_url,
         memory_limits=options.memory_limits,
         failure_retention=options.failure_retention,
+        events_retention=options.events_retention,
     )
     exits = AsyncExitStack()
     try:
@@ -214,6 +224,9 @@ async def serve_agent(
                 open_checkpointer(stores.kind, dsn=options.database_url)
             )
             served = attach_checkpointer(agent, saver)
+        events, event_store = options.events, stores.events if options.keep_events else None
+        if events is None and event_store is not None:
+            events = EventBus()  # the store is its subscriber
         app = create_app(
             served,
             card,
@@ -225,8 +238,9 @@ async def serve_agent(
             push_policy=options.push_policy,
             idempotency_window=options.idempotency_window,
             failure_store=stores.failures,
-            events=options.events,
+            events=events,
             metrics=options.metrics,
+            event_store=event_store,
         )
         logging_setup: dict[str, Any] = {}
         if options.log_format is not None:

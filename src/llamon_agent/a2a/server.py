@@ -78,10 +78,12 @@ from llamon_agent.a2a.push_policy import PushPolicy
 from llamon_agent.a2a.sent import DEFAULT_WINDOW
 from llamon_agent.a2a.stores import memory_stores
 from llamon_agent.a2a.stores.failures import FailureStore
+from llamon_agent.a2a.stores.task_events import TaskEventStore
 from llamon_agent.client.extensions import IDEMPOTENT_SEND_EXTENSION
 from llamon_agent.core.events import EventBus
 from llamon_agent.core.logs import install_log_scrubbing
 from llamon_agent.core.settings import idempotency_window_setting, push_allow_setting
+from llamon_agent.core.telemetry import span_event_subscriber
 
 __all__ = ["LlamonA2AApplication", "create_app", "freeze_startup_heap"]
 
@@ -405,6 +407,8 @@ def create_app(
     failure_store: FailureStore | None = None,
     events: EventBus | None = None,
     metrics: bool = False,
+    event_store: TaskEventStore | None = None,
+    span_events: bool = True,
 ) -> Starlette:
     """The A2A Starlette app for ``agent`` (anything ``as_agent`` accepts) and its card.
 
@@ -441,6 +445,12 @@ def create_app(
     loop, flow and MCP events of the agent inside each task); it also serves
     ``GET /tasks/{id}/events`` (SSE, ``a2a.events_route``), whose ``TaskEventLog``
     (``app.state.llamon_task_events``) subscribes to it. ``None``: no events, no route.
+    ``event_store``: where the tasks' events are kept (``stores.events``, read by
+    ``llamon task ID``); with ``events`` it subscribes to the bus (its own bounded queue,
+    batched writes in the background) and is flushed when the server stops;
+    ``app.state.llamon_event_store`` holds it. ``span_events`` (default on): with
+    ``events``, each runner event is also added as an OpenTelemetry span event on the span
+    it was emitted in (``core.telemetry.span_event_subscriber``; nothing without an SDK).
     ``metrics``: serve ``GET /metrics``, the OpenTelemetry metrics in the Prometheus text
     format (``a2a.metrics_route``; needs the ``otel`` extra), behind the same credentials
     as the agent; off by default.
@@ -496,6 +506,8 @@ def create_app(
                 await push_sender.aclose()
             if events is not None:
                 await events.flush(within=1.0)  # the last events reach their files
+            if kept_events is not None:
+                await kept_events.flush()  # ... and the task event store
             if on_shutdown is not None:
                 result = on_shutdown()
                 if hasattr(result, "__await__"):
@@ -510,6 +522,11 @@ def create_app(
         task_events = TaskEventLog()
         events.subscribe_inline(task_events, name="task-events")  # O(1), never blocks
         app.router.routes.append(task_events_route(task_events, handler.task_store))
+    if events is not None and span_events:
+        span_event_subscriber(events)  # inline: it needs the emitter's current span
+    kept_events = event_store if events is not None else None
+    if kept_events is not None and events is not None:
+        kept_events.subscribe(events)
     if metrics:
         from llamon_agent.a2a.metrics_route import metrics_routes  # the otel extra's
 
@@ -523,4 +540,5 @@ def create_app(
     app.state.llamon_sent_messages = handler.sent
     app.state.llamon_request_handler = handler
     app.state.llamon_task_events = task_events
+    app.state.llamon_event_store = kept_events
     return app

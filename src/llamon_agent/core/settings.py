@@ -21,6 +21,9 @@ operator can change a variable before the part that reads it starts.
 * ``LLAMON_FAILURES_MAX_AGE`` -- seconds a failed task's failure record is kept in the
   failure store; default 2592000 (30 days).
 * ``LLAMON_FAILURES_MAX_ROWS`` -- failure records kept; default 100000 (oldest go first).
+* ``LLAMON_EVENTS_MAX_AGE`` -- seconds a served task's kept runner events stay in the
+  store; default 604800 (7 days).
+* ``LLAMON_EVENTS_MAX_ROWS`` -- kept runner events; default 1000000 (oldest go first).
 * ``LLAMON_API_KEY``, ``LLAMON_BEARER_TOKEN`` -- ``llamon serve``: the API key or bearer
   token callers must send; none by default.
 
@@ -39,6 +42,8 @@ __all__ = [
     "BEARER_TOKEN_ENV",
     "DATABASE_URL_ENV",
     "DEBUG_ERRORS_ENV",
+    "EVENTS_MAX_AGE_ENV",
+    "EVENTS_MAX_ROWS_ENV",
     "FAILURES_MAX_AGE_ENV",
     "FAILURES_MAX_ROWS_ENV",
     "HOME_ENV",
@@ -52,6 +57,8 @@ __all__ = [
     "StoreKind",
     "database_url_setting",
     "debug_errors_enabled",
+    "events_max_age_setting",
+    "events_max_rows_setting",
     "failures_max_age_setting",
     "failures_max_rows_setting",
     "home_directory",
@@ -106,6 +113,12 @@ FAILURES_MAX_AGE_ENV: Final = "LLAMON_FAILURES_MAX_AGE"
 
 FAILURES_MAX_ROWS_ENV: Final = "LLAMON_FAILURES_MAX_ROWS"
 """Failure records the failure store keeps; default 100 000."""
+
+EVENTS_MAX_AGE_ENV: Final = "LLAMON_EVENTS_MAX_AGE"
+"""Seconds a served task's kept runner events stay in the store; default 7 days."""
+
+EVENTS_MAX_ROWS_ENV: Final = "LLAMON_EVENTS_MAX_ROWS"
+"""Runner events the task event store keeps; default 1 000 000."""
 
 BEARER_TOKEN_ENV: Final = "LLAMON_BEARER_TOKEN"  # noqa: S105 (a variable name)
 """``llamon serve --bearer-token``: the bearer token callers must send."""
@@ -196,16 +209,7 @@ def failures_max_age_setting() -> float | None:
 
     Raises ``ValueError`` naming the variable when it is not a finite number > 0.
     """
-    value = os.environ.get(FAILURES_MAX_AGE_ENV, "").strip()
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not 0 < seconds < float("inf"):
-        raise ValueError(f"{FAILURES_MAX_AGE_ENV} must be a number of seconds > 0, got {value!r}")
-    return seconds
+    return _positive_seconds(FAILURES_MAX_AGE_ENV)
 
 
 def failures_max_rows_setting() -> int | None:
@@ -213,7 +217,40 @@ def failures_max_rows_setting() -> int | None:
 
     Raises ``ValueError`` naming the variable when it is not a whole number >= 1.
     """
-    value = os.environ.get(FAILURES_MAX_ROWS_ENV, "").strip()
+    return _positive_count(FAILURES_MAX_ROWS_ENV)
+
+
+def events_max_age_setting() -> float | None:
+    """``$LLAMON_EVENTS_MAX_AGE`` in seconds, or None when unset or empty.
+
+    Raises ``ValueError`` naming the variable when it is not a finite number > 0.
+    """
+    return _positive_seconds(EVENTS_MAX_AGE_ENV)
+
+
+def events_max_rows_setting() -> int | None:
+    """``$LLAMON_EVENTS_MAX_ROWS``, or None when unset or empty.
+
+    Raises ``ValueError`` naming the variable when it is not a whole number >= 1.
+    """
+    return _positive_count(EVENTS_MAX_ROWS_ENV)
+
+
+def _positive_seconds(name: str) -> float | None:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < float("inf"):
+        raise ValueError(f"{name} must be a number of seconds > 0, got {value!r}")
+    return seconds
+
+
+def _positive_count(name: str) -> int | None:
+    value = os.environ.get(name, "").strip()
     if not value:
         return None
     try:
@@ -221,5 +258,5 @@ def failures_max_rows_setting() -> int | None:
     except ValueError:
         rows = 0
     if rows < 1:
-        raise ValueError(f"{FAILURES_MAX_ROWS_ENV} must be a whole number >= 1, got {value!r}")
+        raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
     return rows

@@ -29,7 +29,18 @@ message text or a URL -- only names, ids, codes, counts.
 
 Trace context crosses agent hops as W3C ``traceparent`` / ``tracestate`` HTTP headers
 (``inject_trace_headers`` on the caller, ``context_from_headers`` on the server), so A ->
-B -> C through ``AgentClient`` is one trace.
+B -> C through ``AgentClient`` is one trace. A caller that cannot set headers may put
+``traceparent`` (and ``tracestate``) in the A2A message's ``metadata`` instead; the server
+reads it there when the request has no ``traceparent`` header (``trace_carrier``).
+
+The task's runner events carry the trace: ``trace_id_of(span)`` is the 32-hex trace id
+the executor puts on ``task.working`` (``trace_metadata["trace_id"]``), and
+``span_event_subscriber`` (``EventBus.subscribe_inline``) adds each runner event as a span
+event on the span current where it was emitted: name = the event's type, attributes =
+``llamon.stage``, ``llamon.flow.node``, ``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
+``error.type`` (the failure reason), ``llamon.error_code``, ``llamon.retryable`` -- ids and
+codes only, never message text or evidence values. Without an SDK it returns at once
+(the span is not recording).
 
 Metrics (instruments of the meter ``llamon_agent``; label values are bounded: states,
 codes, reasons, names -- never ids)::
@@ -55,6 +66,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from llamon_agent.core.catalog import reason_spec
 from llamon_agent.core.classify import classify_exception
 from llamon_agent.core.codes import Stage
+from llamon_agent.core.events import EventBus, RunnerEvent
 
 __all__ = [
     "AGENT_NAME",
@@ -70,6 +82,7 @@ __all__ = [
     "OUTCOME",
     "PROVIDER_NAME",
     "REQUEST_MODEL",
+    "RETRYABLE",
     "STAGE",
     "TASK_ID",
     "TASK_STATE",
@@ -77,6 +90,7 @@ __all__ = [
     "TOOL_NAME",
     "USAGE_INPUT_TOKENS",
     "USAGE_OUTPUT_TOKENS",
+    "SpanEventSubscriber",
     "chat_span",
     "context_from_headers",
     "flow_node_span",
@@ -90,7 +104,10 @@ __all__ = [
     "record_stream_duration",
     "record_task_end",
     "record_tool_call",
+    "span_event_subscriber",
     "tool_span",
+    "trace_carrier",
+    "trace_id_of",
 ]
 
 INSTRUMENTATION_NAME: Final = "llamon_agent"
@@ -170,10 +187,13 @@ def invoke_agent_span(
     task_id: str,
     context_id: str,
     headers: Mapping[str, str] | None = None,
+    metadata: Mapping[str, object] | None = None,
 ) -> AbstractContextManager[Span]:
     """The ``invoke_agent {agent}`` span of one task run, a child of the caller's span
-    when ``headers`` (the request's HTTP headers) carry a W3C ``traceparent``."""
-    parent = context_from_headers(headers) if headers else None
+    when ``headers`` (the request's HTTP headers) carry a W3C ``traceparent``, else when
+    the message's ``metadata`` does (``trace_carrier``)."""
+    carrier = trace_carrier(headers, metadata)
+    parent = context_from_headers(carrier) if carrier else None
     return _span(
         f"invoke_agent {agent}",
         {
@@ -250,6 +270,31 @@ def context_from_headers(headers: Mapping[str, str]) -> Context:
     return propagate.extract(headers)
 
 
+_TRACE_KEYS: Final = ("traceparent", "tracestate")
+
+
+def trace_carrier(
+    headers: Mapping[str, str] | None, metadata: Mapping[str, object] | None
+) -> Mapping[str, str] | None:
+    """Where the caller's trace context is: ``headers`` when they carry a ``traceparent``,
+    else the message ``metadata``'s ``traceparent`` / ``tracestate`` (strings only), else
+    ``headers``. A malformed ``traceparent`` is ignored by the propagator (a new trace)."""
+    if headers and any(key.lower() == "traceparent" for key in headers):
+        return headers
+    if metadata:
+        carried = {key: value for key in _TRACE_KEYS if isinstance(value := metadata.get(key), str)}
+        if "traceparent" in carried:
+            return carried
+    return headers
+
+
+def trace_id_of(span: Span) -> str | None:
+    """The 32-hex trace id of ``span`` while it records (an SDK is configured), else None."""
+    if not span.is_recording():
+        return None
+    return format(span.get_span_context().trace_id, "032x")
+
+
 # -- metrics -------------------------------------------------------------------------------
 
 
@@ -283,3 +328,62 @@ def record_stream_duration(agent: str, state: str, seconds: float) -> None:
 def record_failure_latency(agent: str, error_code: str, seconds: float) -> None:
     """How long a failed task took to answer, by errorCode."""
     _failure_latency.record(seconds, {AGENT_NAME: agent, ERROR_CODE: error_code})
+
+
+# -- runner events as span events ----------------------------------------------------------
+
+RETRYABLE: Final = "llamon.retryable"
+
+_EVENT_FIELDS: Final = (
+    ("stage", STAGE),
+    ("node", FLOW_NODE),
+    ("tool", TOOL_NAME),
+    ("step_id", TOOL_CALL_ID),
+)
+
+
+class SpanEventSubscriber:
+    """An inline ``EventBus`` subscriber: each ``RunnerEvent`` becomes a span event on the
+    span current where it was emitted (see the module docstring for what it carries).
+    ``added`` counts the span events added."""
+
+    __slots__ = ("added",)
+
+    def __init__(self) -> None:
+        self.added = 0
+
+    def __call__(self, event: RunnerEvent) -> None:
+        span = trace.get_current_span()
+        if not span.is_recording():
+            return
+        attributes: dict[str, str | bool] = {}
+        for name, key in _EVENT_FIELDS:
+            value = getattr(event, name)
+            if value:
+                attributes[key] = str(value)
+        meta = event.trace_metadata
+        reason, code, retryable = (
+            meta.get("failure_reason"),
+            meta.get("error_code"),
+            meta.get("retryable"),
+        )
+        if isinstance(reason, str):
+            attributes[ERROR_TYPE] = reason
+        if isinstance(code, str):
+            attributes[ERROR_CODE] = code
+        if isinstance(retryable, bool):
+            attributes[RETRYABLE] = retryable
+        span.add_event(event.type, attributes)
+        self.added += 1
+
+
+def span_event_subscriber(bus: EventBus) -> SpanEventSubscriber:
+    """Add every event of ``bus`` as a span event from now on (an inline subscriber: it
+    runs in the emitter's context, so the current span is the task's, node's or tool's);
+    returns the subscriber. A bus has at most one: a second call returns the first."""
+    for sub in bus.subscriptions:
+        if isinstance(sub.callback, SpanEventSubscriber) and not sub.closed:
+            return sub.callback
+    subscriber = SpanEventSubscriber()
+    bus.subscribe_inline(subscriber, name="otel-span-events")
+    return subscriber

@@ -227,7 +227,7 @@ async def test_a_schema_3_file_gains_the_failure_table_and_keeps_its_tasks(
         indexes = plain.execute(
             "SELECT name FROM sqlite_master WHERE tbl_name = 'llamon_failures' AND type = 'index'"
         ).fetchall()
-    assert SQLITE_SCHEMA_VERSION == 4
+    assert SQLITE_SCHEMA_VERSION == 5
     assert sorted(name for (name,) in indexes) == [
         "llamon_failures_agent",
         "llamon_failures_error_code",

@@ -97,7 +97,7 @@ async def test_a_version_2_file_gets_the_message_column_filled_from_the_stamps(
     finally:
         await reopened.close()
     assert _rows(tmp_path / "tasks.db", "PRAGMA user_version") == [(SQLITE_SCHEMA_VERSION,)]
-    assert SQLITE_SCHEMA_VERSION == 4  # 4 added the failure table
+    assert SQLITE_SCHEMA_VERSION == 5  # 4 added the failure table, 5 the event table
     indexes = _rows(tmp_path / "tasks.db", "SELECT name FROM sqlite_master WHERE type = 'index'")
     assert ("llamon_tasks_message",) in indexes
 

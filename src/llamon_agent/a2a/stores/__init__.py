@@ -4,7 +4,9 @@
 ``sqlite_db``), this process's memory (``memory``) or PostgreSQL. ``guard`` turns a store
 outage into a retriable answer and keeps refused terminal states; ``failures`` keeps every
 failed task's failure, queryable (``failures_sql`` on the databases); ``context_lookup``
-finds a context's owner; ``workers`` names this worker and the states a crash leaves behind.
+finds a context's owner; ``task_events`` keeps every served task's runner events
+(``task_events_sql`` on the databases; ``retention`` bounds both kept tables); ``workers``
+names this worker and the states a crash leaves behind.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from llamon_agent.a2a.stores.open import (
     SQLITE_FILENAME,
     WORKER_ID_ENV,
     WORKER_METADATA_KEY,
+    EventRetention,
     FailureRetention,
     MemoryLimits,
     StoreKind,
@@ -34,6 +37,7 @@ from llamon_agent.a2a.stores.open import (
     reconcile_orphaned_tasks,
     worker_id,
 )
+from llamon_agent.a2a.stores.task_events import TaskEventStore
 
 __all__ = [
     "DATABASE_URL_ENV",
@@ -42,6 +46,7 @@ __all__ = [
     "SQLITE_FILENAME",
     "WORKER_ID_ENV",
     "WORKER_METADATA_KEY",
+    "EventRetention",
     "FailureCount",
     "FailurePage",
     "FailureQuery",
@@ -51,6 +56,7 @@ __all__ = [
     "StoreKind",
     "StoredFailure",
     "Stores",
+    "TaskEventStore",
     "llamon_home",
     "memory_stores",
     "normalize_postgres_dsn",

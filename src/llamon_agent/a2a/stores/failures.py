@@ -35,9 +35,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, get_args
 
+from llamon_agent.a2a.stores.retention import (
+    DEFAULT_FAILURE_MAX_AGE,
+    DEFAULT_FAILURE_MAX_ROWS,
+    PRUNE_EVERY,
+    FailureRetention,
+)
 from llamon_agent.core.codes import ErrorCode
 from llamon_agent.core.failures import FailureRecord
-from llamon_agent.core.settings import failures_max_age_setting, failures_max_rows_setting
 
 __all__ = [
     "DEFAULT_FAILURE_MAX_AGE",
@@ -56,12 +61,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_FAILURE_MAX_AGE: Final = 30 * 24 * 3600.0
-"""Seconds a failure is kept by default (30 days)."""
-DEFAULT_FAILURE_MAX_ROWS: Final = 100_000
-"""Failures kept by default; the oldest go first."""
-PRUNE_EVERY: Final = 500
-"""Writes between two prunings of old and surplus rows."""
 MAX_LIMIT: Final = 1_000
 """The most rows one ``query`` returns."""
 _MAX_PENDING: Final = 10_000
@@ -69,33 +68,6 @@ _MAX_PENDING: Final = 10_000
 GroupField = Literal["reason", "error_code", "stage", "tool", "agent", "node"]
 GROUP_FIELDS: Final[tuple[str, ...]] = get_args(GroupField)
 """The columns ``group_by`` counts by."""
-
-
-@dataclass(frozen=True, slots=True)
-class FailureRetention:
-    """How long and how many failures are kept (``None``: no bound of that kind).
-
-    Raises ``ValueError`` for an age or a count that is not positive.
-    """
-
-    max_age: float | None = DEFAULT_FAILURE_MAX_AGE
-    max_rows: int | None = DEFAULT_FAILURE_MAX_ROWS
-
-    def __post_init__(self) -> None:
-        if self.max_age is not None and not 0 < self.max_age < float("inf"):
-            raise ValueError(f"max_age must be a number of seconds > 0, got {self.max_age!r}")
-        if self.max_rows is not None and self.max_rows < 1:
-            raise ValueError(f"max_rows must be >= 1, got {self.max_rows!r}")
-
-    @classmethod
-    def from_settings(cls) -> FailureRetention:
-        """The defaults, overridden by ``LLAMON_FAILURES_MAX_AGE`` and
-        ``LLAMON_FAILURES_MAX_ROWS``; ``ValueError`` naming a variable with a bad value."""
-        age, rows = failures_max_age_setting(), failures_max_rows_setting()
-        return cls(
-            max_age=DEFAULT_FAILURE_MAX_AGE if age is None else age,
-            max_rows=DEFAULT_FAILURE_MAX_ROWS if rows is None else rows,
-        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,8 +7,10 @@ What the operator sees:
   node, incident id, and the operator action the reason catalog gives), or with ``--by``
   counts by one column; ``--json`` prints the same as one JSON document.
 * ``llamon tasks [--state failed]``: the newest tasks, with a failed one's errorCode and
-  reason. ``llamon task ID``: its status, artifacts, the error data the caller received
-  and the failure record the store kept.
+  reason. ``llamon task ID``: its status, artifacts, the error data the caller received,
+  the failure record the store kept, the trace id of its run (when OpenTelemetry was
+  recording) and its runner events in order (time, type, stage, node or tool, reason or
+  errorCode); ``--json`` prints them all, the events as ``--events-jsonl`` writes them.
 * The store is the one ``llamon serve`` writes: ``--database-url`` (or
   ``LLAMON_DATABASE_URL``) for PostgreSQL, else ``tasks.db`` under ``--home`` (or
   ``LLAMON_HOME``, ``~/.llamon``). Reading never prunes or changes a row.
@@ -41,7 +43,9 @@ from llamon_agent.a2a.stores.failures import (
 )
 from llamon_agent.a2a.stores.failures_tasks import TASK_STATES, error_data_of, recent_tasks
 from llamon_agent.a2a.stores.open import SQLITE_FILENAME, Stores, open_stores
+from llamon_agent.a2a.stores.retention import EventRetention
 from llamon_agent.core.catalog import reason_spec
+from llamon_agent.core.events import RunnerEvent, event_to_json
 from llamon_agent.core.scrub import scrub_text
 from llamon_agent.core.settings import DATABASE_URL_ENV, HOME_ENV, llamon_home
 
@@ -60,6 +64,9 @@ _UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _BY_ALIASES: Final = {"code": "error_code", "errorCode": "error_code"}
 _KEEP_ALL: Final = FailureRetention(max_age=None, max_rows=None)
 """Reading never prunes: the serving process applies the retention."""
+_KEEP_ALL_EVENTS: Final = EventRetention(max_age=None, max_rows=None)
+_SHOWN_EVENTS: Final = 1000
+"""The most events ``llamon task ID`` shows (the newest)."""
 
 DatabaseUrl = Annotated[
     str | None,
@@ -112,7 +119,12 @@ async def _with_store(
     """Open the store ``llamon serve`` writes, run ``use`` on it, close it."""
     try:
         if database_url:
-            stores = await open_stores("postgres", dsn=database_url, failure_retention=_KEEP_ALL)
+            stores = await open_stores(
+                "postgres",
+                dsn=database_url,
+                failure_retention=_KEEP_ALL,
+                events_retention=_KEEP_ALL_EVENTS,
+            )
         else:
             directory = home if home is not None else llamon_home()
             if not (directory / SQLITE_FILENAME).is_file():
@@ -123,7 +135,12 @@ async def _with_store(
                     f" or --database-url for PostgreSQL.",
                     1,
                 )
-            stores = await open_stores("sqlite", home=directory, failure_retention=_KEEP_ALL)
+            stores = await open_stores(
+                "sqlite",
+                home=directory,
+                failure_retention=_KEEP_ALL,
+                events_retention=_KEEP_ALL_EVENTS,
+            )
     except typer.Exit:
         raise
     except ImportError as exc:
@@ -324,21 +341,64 @@ def tasks_command(
     _print_uncut(Console(), table)
 
 
+def _event_json(event: RunnerEvent) -> dict[str, object]:
+    """An event as ``--events-jsonl`` writes it (``type``, ``stage``, ``trace_metadata`` ...)."""
+    line: dict[str, object] = json.loads(event_to_json(event))
+    return line
+
+
+def _trace_id(events: list[RunnerEvent]) -> str | None:
+    """The OpenTelemetry trace id of the task's (last) run, when one was recording."""
+    for event in reversed(events):
+        trace = event.trace_metadata.get("trace_id")
+        if event.type == "task.working" and isinstance(trace, str):
+            return trace
+    return None
+
+
+def _outcome(event: RunnerEvent) -> str:
+    meta = event.trace_metadata
+    reason, code = meta.get("failure_reason"), meta.get("error_code")
+    if reason is None and code is None:
+        return "-"
+    return f"{reason or '-'} / {code or '-'}"
+
+
+def _print_events(console: Console, events: list[RunnerEvent]) -> None:
+    if not events:
+        typer.echo("no events kept for this task.")
+        return
+    table = Table(title=f"events (oldest first, {len(events)} shown)")
+    for column in ("time (UTC)", "type", "stage", "node/tool", "reason / errorCode"):
+        table.add_column(column, no_wrap=True)
+    for event in events:
+        moment = datetime.fromtimestamp(event.time, UTC)
+        table.add_row(
+            moment.strftime("%H:%M:%S.%f")[:-3],
+            event.type,
+            event.stage,
+            event.node or event.tool or "-",
+            _outcome(event),
+        )
+    _print_uncut(console, table)
+
+
 def task_command(
     task_id: Annotated[str, typer.Argument(help="The task id.")],
     as_json: AsJson = False,
     database_url: DatabaseUrl = None,
     home: Home = None,
 ) -> None:
-    """Show one task: status, artifacts, the error data and the failure record."""
+    """Show one task: status, artifacts, the error data, the failure record and its events."""
 
-    async def read(stores: Stores) -> tuple[Any, list[StoredFailure]]:
+    async def read(stores: Stores) -> tuple[Any, list[StoredFailure], list[RunnerEvent]]:
         assert stores.failures is not None  # noqa: S101 - open_stores gives one
         task = await stores.task_store.get(task_id)
         failures = await stores.failures.query(FailureQuery(task_id=task_id))
-        return task, failures.rows
+        events = await stores.events.for_task(task_id, limit=_SHOWN_EVENTS) if stores.events else []
+        return task, failures.rows, events
 
-    task, failures = asyncio.run(_with_store("task", database_url, home, read))
+    task, failures, events = asyncio.run(_with_store("task", database_url, home, read))
     if task is None:
         _fail("task", f"no task {task_id!r} in this store.", 1)
     error = error_data_of(task)
@@ -347,6 +407,8 @@ def task_command(
             "task": task.model_dump(mode="json", by_alias=True, exclude_none=True),
             "errorData": error,
             "failures": [_failure_json(row) for row in failures],
+            "traceId": _trace_id(events),
+            "events": [_event_json(event) for event in events],
         }
         typer.echo(json.dumps(document, ensure_ascii=False, indent=2))
         return
@@ -362,3 +424,7 @@ def task_command(
         typer.echo("error data: " + json.dumps(error, ensure_ascii=False))
     for row in failures:
         typer.echo("failure record: " + json.dumps(_failure_json(row), ensure_ascii=False))
+    trace = _trace_id(events)
+    if trace is not None:
+        typer.echo(f"trace {trace}")
+    _print_events(Console(), events)

@@ -26,7 +26,6 @@ from llamon_agent.a2a.stores.failures import (
     FailureCount,
     FailurePage,
     FailureQuery,
-    FailureRetention,
     FailureStore,
     GroupField,
     StoredFailure,
@@ -35,6 +34,7 @@ from llamon_agent.a2a.stores.failures import (
     page_of,
     sort_counts,
 )
+from llamon_agent.a2a.stores.retention import FailureRetention, prune_statements
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -111,17 +111,6 @@ _INSERT: Final = (
     f" VALUES ({', '.join(':' + column for column in _COLUMNS)})"
 )
 _SELECT: Final = f"SELECT id, {', '.join(_COLUMNS)} FROM {FAILURE_TABLE}"  # noqa: S608
-_DELETE_OLD: Final = f"DELETE FROM {FAILURE_TABLE} WHERE time < :oldest"  # noqa: S608
-_DELETE_SURPLUS: Final = (  # PostgreSQL: the newest ``keep`` by time stay
-    f"DELETE FROM {FAILURE_TABLE} WHERE id IN (SELECT id FROM {FAILURE_TABLE}"  # noqa: S608
-    " ORDER BY time DESC, id DESC OFFSET :keep)"
-)
-_SQLITE_DELETE_SURPLUS: Final = (  # one writer: ids follow the writes, and rows only ever
-    # leave from the old end, so the newest ``keep`` are the ids above max(id) - keep; two
-    # index lookups, where counting would read the whole table on the writer thread
-    f"DELETE FROM {FAILURE_TABLE} WHERE id <= (SELECT MAX(id) FROM {FAILURE_TABLE}) - :keep"  # noqa: S608
-)
-
 
 _ANALYSIS_LIMIT: Final = 1000
 """Rows ``ANALYZE`` samples per index when the SQLite store prunes."""
@@ -201,18 +190,6 @@ def _row(values: Sequence[Any]) -> StoredFailure:
     )
 
 
-def _prune_statements(
-    retention: FailureRetention, now: float, *, surplus: str
-) -> list[tuple[str, dict[str, Any]]]:
-    """The deletes of old rows, then (``surplus``) of the oldest rows past ``max_rows``."""
-    statements: list[tuple[str, dict[str, Any]]] = []
-    if retention.max_age is not None:
-        statements.append((_DELETE_OLD, {"oldest": now - retention.max_age}))
-    if retention.max_rows is not None:
-        statements.append((surplus, {"keep": retention.max_rows}))
-    return statements
-
-
 class SQLiteFailureStore(FailureStore):
     """The failure store in the SQLite file of the tasks (``SQLiteDatabase``)."""
 
@@ -243,7 +220,7 @@ class SQLiteFailureStore(FailureStore):
         """Delete failures past the retention and refresh the planner's statistics, in one
         commit; returns how many rows went."""
         moment = time.time() if now is None else now
-        statements = _prune_statements(self.retention, moment, surplus=_SQLITE_DELETE_SURPLUS)
+        statements = prune_statements(FAILURE_TABLE, self.retention, moment, sqlite=True)
 
         def run(connection: sqlite3.Connection) -> int:
             removed = sum(connection.execute(sql, params).rowcount for sql, params in statements)
@@ -305,7 +282,7 @@ class PostgresFailureStore(FailureStore):
 
         removed = 0
         moment = time.time() if now is None else now
-        statements = _prune_statements(self.retention, moment, surplus=_DELETE_SURPLUS)
+        statements = prune_statements(FAILURE_TABLE, self.retention, moment, sqlite=False)
         async with self.engine.begin() as connection:
             for sql, params in statements:
                 result = await connection.execute(text(sql), params)

@@ -58,6 +58,7 @@ from llamon_agent.a2a.stores.memory import (
     BoundedMemoryTaskStore,
     MemoryLimits,
 )
+from llamon_agent.a2a.stores.retention import EventRetention
 from llamon_agent.a2a.stores.sent_lookup import postgres_sent_index
 from llamon_agent.a2a.stores.sqlite import (
     SQLitePushConfigStore,
@@ -65,7 +66,12 @@ from llamon_agent.a2a.stores.sqlite import (
     open_sqlite_database,
 )
 from llamon_agent.a2a.stores.sqlite_db import SQLITE_BUSY_TIMEOUT_MS, SQLiteDatabase
-from llamon_agent.a2a.stores.task_events import TaskEventStore
+from llamon_agent.a2a.stores.task_events import MemoryTaskEventStore, TaskEventStore
+from llamon_agent.a2a.stores.task_events_sql import (
+    PostgresTaskEventStore,
+    SQLiteTaskEventStore,
+    create_postgres_task_event_table,
+)
 from llamon_agent.a2a.stores.workers import WORKER_METADATA_KEY, worker_id
 from llamon_agent.core.errors import ApplicationErrorData, ErrorCode, make_application_error_data
 from llamon_agent.core.failures import FailureRecord
@@ -97,6 +103,7 @@ __all__ = [
     "SQLITE_FILENAME",
     "WORKER_ID_ENV",
     "WORKER_METADATA_KEY",
+    "EventRetention",
     "FailureRetention",
     "MemoryLimits",
     "StoreKind",
@@ -244,6 +251,7 @@ async def _create_tables(engine: AsyncEngine) -> None:
                 if connection.dialect.name == "postgresql":  # finds a repeated send
                     await connection.execute(text(postgres_sent_index(TaskModel.__tablename__)))
                     await create_postgres_failure_table(connection)
+                    await create_postgres_task_event_table(connection)
             return
         except (IntegrityError, ProgrammingError):
             if attempt == 2:
@@ -257,6 +265,7 @@ async def _open_database_stores(
     description: str,
     push_encryption_key: bytes | None,
     retention: FailureRetention,
+    events_retention: EventRetention,
 ) -> Stores:
     """Stores over ``engine`` with their tables created; the engine is disposed on failure."""
     try:
@@ -269,14 +278,21 @@ async def _open_database_stores(
         await push_store.initialize()
         failures = PostgresFailureStore(engine, retention)
         await failures.prune()
+        events = PostgresTaskEventStore(engine, events_retention)
+        await events.prune()
     except BaseException:
         await engine.dispose()
         raise
-    return Stores(task_store, push_store, kind, engine, description, failures=failures)
+    return Stores(
+        task_store, push_store, kind, engine, description, failures=failures, events=events
+    )
 
 
 async def _open_sqlite_stores(
-    home: Path | None, push_encryption_key: bytes | None, retention: FailureRetention
+    home: Path | None,
+    push_encryption_key: bytes | None,
+    retention: FailureRetention,
+    events_retention: EventRetention,
 ) -> Stores:
     directory = home if home is not None else llamon_home()
     directory.mkdir(parents=True, exist_ok=True)
@@ -286,6 +302,8 @@ async def _open_sqlite_stores(
         push_store = SQLitePushConfigStore(database, encryption_key=push_encryption_key)
         failures = SQLiteFailureStore(database, retention)
         await failures.prune()
+        events = SQLiteTaskEventStore(database, events_retention)
+        await events.prune()
     except BaseException:
         await database.close()
         raise
@@ -296,6 +314,7 @@ async def _open_sqlite_stores(
         description=f"sqlite:{path}",
         database=database,
         failures=failures,
+        events=events,
     )
 
 
@@ -305,12 +324,14 @@ def memory_stores(
     """The ``memory`` kind, without awaiting: bounded task store, linked push store, and a
     bounded failure store (``failure_retention``, default ``FailureRetention.from_settings()``).
 
-    The push configs of an evicted task are dropped with it.
+    The push configs of an evicted task are dropped with it. ``events`` keeps the last
+    runner events of the last tasks (``MemoryTaskEventStore``).
     """
     push_store = BoundedMemoryPushConfigStore()
     task_store = BoundedMemoryTaskStore(limits, on_evict=push_store.forget)
     failures = MemoryFailureStore(failure_retention or FailureRetention.from_settings())
-    return Stores(task_store, push_store, "memory", failures=failures)
+    events = MemoryTaskEventStore()
+    return Stores(task_store, push_store, "memory", failures=failures, events=events)
 
 
 async def open_stores(
@@ -321,8 +342,10 @@ async def open_stores(
     push_encryption_key: bytes | None = None,
     memory_limits: MemoryLimits | None = None,
     failure_retention: FailureRetention | None = None,
+    events_retention: EventRetention | None = None,
 ) -> Stores:
-    """Open the task, push-config and failure stores of ``kind``, creating tables if needed.
+    """Open the task, push-config, failure and task event stores of ``kind``, creating
+    tables if needed.
 
     ``kind`` defaults to ``postgres`` when ``dsn`` or ``LLAMON_DATABASE_URL`` is set, else
     ``sqlite``. ``home`` is the SQLite directory (default ``llamon_home()``).
@@ -334,20 +357,24 @@ async def open_stores(
     llamon, or a push key that is not a Fernet key; connection errors propagate.
     ``failure_retention`` bounds ``stores.failures`` (default
     ``FailureRetention.from_settings()``: 30 days, 100 000 rows, or ``LLAMON_FAILURES_*``);
-    rows past it are pruned on open and every ``PRUNE_EVERY`` writes.
+    rows past it are pruned on open and every ``PRUNE_EVERY`` writes. ``events_retention``
+    bounds ``stores.events`` the same way (default ``EventRetention.from_settings()``: 7
+    days, 1 000 000 events, or ``LLAMON_EVENTS_*``; the memory store keeps the last 1 000
+    events of the last 1 000 tasks instead).
     """
     resolved, raw_dsn = _resolve_kind(kind, dsn)
     if memory_limits is not None and resolved != "memory":
         raise ValueError(f"memory_limits= is only used by the memory store, not by {resolved!r}")
     retention = failure_retention or FailureRetention.from_settings()
+    kept_events = events_retention or EventRetention.from_settings()
     if resolved == "memory":
         return memory_stores(memory_limits, retention)
     if resolved == "sqlite":
-        return await _open_sqlite_stores(home, push_encryption_key, retention)
+        return await _open_sqlite_stores(home, push_encryption_key, retention, kept_events)
     url = normalize_postgres_dsn(raw_dsn or "")
     description = f"postgres:{_mask_dsn(url)}"
     return await _open_database_stores(
-        _postgres_engine(url), "postgres", description, push_encryption_key, retention
+        _postgres_engine(url), "postgres", description, push_encryption_key, retention, kept_events
     )
 
 

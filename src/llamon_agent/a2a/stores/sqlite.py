@@ -38,6 +38,7 @@ from llamon_agent.a2a.states import ORPHAN_STATES
 from llamon_agent.a2a.stores.failures_sql import SQLITE_FAILURE_SCHEMA
 from llamon_agent.a2a.stores.sent_lookup import sent_message_id
 from llamon_agent.a2a.stores.sqlite_db import SQLiteDatabase, fetch_all, fetch_one, rollback
+from llamon_agent.a2a.stores.task_events_sql import SQLITE_TASK_EVENT_SCHEMA
 from llamon_agent.a2a.stores.workers import WORKER_METADATA_KEY
 
 if TYPE_CHECKING:
@@ -52,14 +53,15 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-SQLITE_SCHEMA_VERSION: Final = 4
+SQLITE_SCHEMA_VERSION: Final = 5
 """``PRAGMA user_version`` of a file this module wrote; a newer file is refused.
 
 1: the tables; 2: an index on ``llamon_tasks.context_id``; 3: ``llamon_tasks.message_id``
 (the message that started the task, from ``llamon.sent``) and its index. An older file is
 brought up to date on first open: every schema statement is ``IF NOT EXISTS``, and the
 column is added to a table without it (filled from the tasks' stamps); 4: the failure
-store's ``llamon_failures`` table and its indexes (``failures_sql``)."""
+store's ``llamon_failures`` table and its indexes (``failures_sql``); 5: the task event
+store's ``llamon_task_events`` table and its indexes (``task_events_sql``)."""
 
 _UNFINISHED = ", ".join(f"'{state}'" for state in ORPHAN_STATES)
 _SCHEMA: Final = (
@@ -136,7 +138,7 @@ def _prepare_file(connection: sqlite3.Connection, path: Path) -> int:
                 f" reads up to {SQLITE_SCHEMA_VERSION}): upgrade llamon-agent, or point"
                 " LLAMON_HOME at another directory"
             )
-        for statement in (*_SCHEMA, *SQLITE_FAILURE_SCHEMA):
+        for statement in (*_SCHEMA, *SQLITE_FAILURE_SCHEMA, *SQLITE_TASK_EVENT_SCHEMA):
             connection.execute(statement)
         _add_message_id_column(connection)
         carried = _carry_over_a2a_tables(connection) if version == 0 else 0
