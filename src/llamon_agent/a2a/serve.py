@@ -224,9 +224,7 @@ async def serve_agent(
                 open_checkpointer(stores.kind, dsn=options.database_url)
             )
             served = attach_checkpointer(agent, saver)
-        events, event_store = options.events, stores.events if options.keep_events else None
-        if events is None and event_store is not None:
-            events = EventBus()  # the store is its subscriber
+        event_store = stores.events if options.keep_events else None
         app = create_app(
             served,
             card,
@@ -238,7 +236,7 @@ async def serve_agent(
             push_policy=options.push_policy,
             idempotency_window=options.idempotency_window,
             failure_store=stores.failures,
-            events=events,
+            events=options.events,
             metrics=options.metrics,
             event_store=event_store,
         )

@@ -446,8 +446,9 @@ def create_app(
     ``GET /tasks/{id}/events`` (SSE, ``a2a.events_route``), whose ``TaskEventLog``
     (``app.state.llamon_task_events``) subscribes to it. ``None``: no events, no route.
     ``event_store``: where the tasks' events are kept (``stores.events``, read by
-    ``llamon task ID``); with ``events`` it subscribes to the bus (its own bounded queue,
-    batched writes in the background) and is flushed when the server stops;
+    ``llamon task ID``); it subscribes to ``events`` (a bus is made when none is given;
+    its own bounded queue, batched writes in the background) and is flushed when the
+    server stops;
     ``app.state.llamon_event_store`` holds it. ``span_events`` (default on): with
     ``events``, each runner event is also added as an OpenTelemetry span event on the span
     it was emitted in (``core.telemetry.span_event_subscriber``; nothing without an SDK).
@@ -457,6 +458,8 @@ def create_app(
     """
     install_log_scrubbing()
     _quiet_client_mistakes()
+    if event_store is not None and events is None:
+        events = EventBus()  # the store is its subscriber
     defaults = memory_stores()  # used for whichever store is not given
     tasks = defaults.task_store if task_store is None else task_store
     limits = limits or RequestLimits(input_modes=tuple(card.default_input_modes) or None)
@@ -524,7 +527,7 @@ def create_app(
         app.router.routes.append(task_events_route(task_events, handler.task_store))
     if events is not None and span_events:
         span_event_subscriber(events)  # inline: it needs the emitter's current span
-    kept_events = event_store if events is not None else None
+    kept_events = event_store
     if kept_events is not None and events is not None:
         kept_events.subscribe(events)
     if metrics:

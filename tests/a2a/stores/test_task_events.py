@@ -12,9 +12,12 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
 import pytest
 from a2a.types import Task, TaskState, TaskStatus
 
+from llamon_agent.a2a.agent import AgentContext
+from llamon_agent.a2a.server import create_app
 from llamon_agent.a2a.stores import EventRetention, Stores, open_stores
 from llamon_agent.a2a.stores.sqlite import SQLITE_SCHEMA_VERSION
 from llamon_agent.a2a.stores.task_events import (
@@ -24,6 +27,7 @@ from llamon_agent.a2a.stores.task_events import (
 )
 from llamon_agent.a2a.stores.task_events_sql import SQLiteTaskEventStore
 from llamon_agent.core.events import EventBus, RunnerEvent
+from tests._support.a2a_server import make_card, user_message
 from tests._support.stores import postgres_schema
 
 T0 = 1_790_000_000.0
@@ -278,3 +282,30 @@ async def test_a_schema_4_file_gains_the_event_table_and_keeps_its_tasks(tmp_pat
         "llamon_task_events_task",
         "llamon_task_events_time",
     ]
+
+
+async def test_create_app_with_an_event_store_and_no_bus_still_keeps_the_tasks_events() -> None:
+    """``create_app(..., event_store=)`` alone makes the bus the store subscribes to."""
+
+    async def answer(ctx: AgentContext) -> str:
+        return "ok"
+
+    kept = MemoryTaskEventStore()
+    app = create_app(answer, make_card(), event_store=kept)
+
+    def body(text: str) -> dict[str, object]:
+        message = user_message(text).model_dump(mode="json", exclude_none=True)
+        return {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
+
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://agent") as http:
+        answered = (await http.post("/", json=body("hi"))).json()
+        again = (await http.post("/", json=body("again"))).json()
+    task_id = answered["result"]["id"]
+    await kept.flush()
+    assert [event.type for event in await kept.for_task(task_id)] == [
+        "task.submitted",
+        "task.working",
+        "task.completed",
+    ]
+    assert again["result"]["status"]["state"] == "completed"  # the next request is answered
