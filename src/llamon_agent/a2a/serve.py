@@ -18,7 +18,7 @@ import socket
 import sys
 from collections.abc import Callable
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from a2a.types import AgentCard
 
 from llamon_agent.a2a.auth import AuthConfig
 from llamon_agent.a2a.card import AuthSpec, build_agent_card, skill
+from llamon_agent.a2a.console import ConsoleOptions, exposure_problem
 from llamon_agent.a2a.protocol import RequestLimits
 from llamon_agent.a2a.push_policy import PushPolicy
 from llamon_agent.a2a.serve_logging import LogFormat, serve_log_config
@@ -80,6 +81,9 @@ class ServeOptions:
     """The bus runner events go to (``create_app(events=)``; serves ``/tasks/{id}/events``)."""
     metrics: bool = False
     """Serve ``GET /metrics`` (``create_app(metrics=)``; needs the ``otel`` extra)."""
+    console: ConsoleOptions | None = None
+    """Serve the web console at ``/console`` (``create_app(console=)``), reading the
+    store's task events; without ``auth`` only on a loopback address."""
 
 
 def load_target(target: str) -> Any:
@@ -187,6 +191,11 @@ async def serve_agent(
     (closed when serving ends).
     """
     options = options or ServeOptions()
+    if options.console is not None:  # before binding: never open, not even for a moment
+        bound = options.host if sock is None else str(sock.getsockname()[0])
+        problem = exposure_problem(bound, options.auth)
+        if problem is not None:
+            raise ValueError(problem)
     sock = sock or bind_socket(options.host, options.port)
     host, port = sock.getsockname()[:2]
     url = f"http://{host}:{port}/"
@@ -227,6 +236,9 @@ async def serve_agent(
             failure_store=stores.failures,
             events=options.events,
             metrics=options.metrics,
+            console=None
+            if options.console is None
+            else replace(options.console, events=options.console.events or stores.events),
         )
         logging_setup: dict[str, Any] = {}
         if options.log_format is not None:

@@ -142,7 +142,11 @@ def console_routes(
 
     def bad(request: Request, problem: BadParameter) -> Response:
         return render(
-            request, "problem.html", 400, title="Bad parameter", parameter=problem.parameter,
+            request,
+            "problem.html",
+            400,
+            title="Bad parameter",
+            parameter=problem.parameter,
             message=str(problem),
         )
 
@@ -173,7 +177,11 @@ def console_routes(
         view = await task_view(sources, task_id)
         if view is None:
             return render(
-                request, "problem.html", 404, title="No such task", parameter="task",
+                request,
+                "problem.html",
+                404,
+                title="No such task",
+                parameter="task",
                 message="No task with this id is kept in this store.",
             )
         return render(request, "task.html", view=view, events_kept=sources.events is not None)
@@ -182,8 +190,12 @@ def console_routes(
         if not access.needs_sign_in or access.caller(request) is not None:
             return _secured(RedirectResponse(CONSOLE_PATH, status_code=303))
         return render(
-            request, "login.html", next=_safe_next(request.query_params.get("next")),
-            header=access.auth.header if access.auth else "", signed_in=False, refused=False,
+            request,
+            "login.html",
+            next=_safe_next(request.query_params.get("next")),
+            header=access.auth.header if access.auth else "",
+            signed_in=False,
+            refused=False,
         )
 
     async def login(request: Request) -> Response:
@@ -200,7 +212,12 @@ def console_routes(
         caller = access.sign_in(credential)
         if caller is None:
             return render(
-                request, "login.html", 401, next=target, signed_in=False, refused=True,
+                request,
+                "login.html",
+                401,
+                next=target,
+                signed_in=False,
+                refused=True,
                 header=access.auth.header if access.auth else "",
             )
         response = RedirectResponse(target, status_code=303)
@@ -218,7 +235,10 @@ def console_routes(
     async def logout(request: Request) -> Response:
         response = RedirectResponse(f"{CONSOLE_PATH}/login", status_code=303)
         response.delete_cookie(
-            COOKIE_NAME, path=CONSOLE_PATH, httponly=True, samesite="strict",
+            COOKIE_NAME,
+            path=CONSOLE_PATH,
+            httponly=True,
+            samesite="strict",
             secure=request.url.scheme == "https",
         )
         return _secured(response)

@@ -247,9 +247,8 @@ def _event(event: RunnerEvent) -> EventView:
     details: dict[str, object] = dict(event.trace_metadata)
     if event.extra:
         details["extra"] = dict(event.extra)
-    return EventView(
-        _moment(event.time), event.type, event.stage, where or "-", pretty_json(details) if details else ""
-    )
+    shown = pretty_json(details) if details else ""
+    return EventView(_moment(event.time), event.type, event.stage, where or "-", shown)
 
 
 def _trace_id(events: Sequence[RunnerEvent]) -> str:

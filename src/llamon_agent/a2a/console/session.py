@@ -30,7 +30,8 @@ class SessionKeys:
     """Issues and checks session cookie values with ``secret`` (random when ``None``)."""
 
     def __init__(self, secret: bytes | None = None) -> None:
-        self._key = hashlib.sha256(b"llamon-console:" + (secret or secrets.token_bytes(32))).digest()
+        seed = secret or secrets.token_bytes(32)
+        self._key = hashlib.sha256(b"llamon-console:" + seed).digest()
 
     def _tag(self, caller: str) -> str:
         return _b64(hmac.new(self._key, b"caller:" + caller.encode(), hashlib.sha256).digest()[:16])

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from a2a.types import DataPart, Task, TaskState
-
 from a2a.server.tasks import TaskStore
+from a2a.types import DataPart, Task, TaskState
 
 from llamon_agent.a2a.states import ORPHAN_STATES
 from llamon_agent.a2a.stores.memory import BoundedMemoryTaskStore
@@ -40,7 +39,7 @@ LIVE_STATES: Final = ORPHAN_STATES
 """The states of a task still running: ``submitted``, ``working``."""
 
 _SQLITE_LIVE: Final = (  # the partial index over unfinished tasks finds them
-    "SELECT task FROM llamon_tasks WHERE state IN ({}) ORDER BY updated_at DESC LIMIT ?".format(
+    "SELECT task FROM llamon_tasks WHERE state IN ({}) ORDER BY updated_at DESC LIMIT ?".format(  # noqa: S608 - placeholders only
         ", ".join("?" for _ in LIVE_STATES)
     )
 )
