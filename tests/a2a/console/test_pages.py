@@ -134,10 +134,13 @@ async def test_a_tampered_or_foreign_cookie_is_refused(served: Served) -> None:
             assert answer.status_code == 303, forged
     # a cookie from another console (another secret) is not accepted either
     other = console_app(ConsoleTestAgent(), console=ConsoleOptions(secret=b"another secret"))
-    async with running_server(other) as other_url:
-        async with _signed_in(other_url) as foreign, _client(served.url) as client:
-            client.cookies.set(COOKIE_NAME, foreign.cookies[COOKIE_NAME], path="/console")
-            assert (await client.get("/console", headers=HTML)).status_code == 303
+    async with (
+        running_server(other) as other_url,
+        _signed_in(other_url) as foreign,
+        _client(served.url) as client,
+    ):
+        client.cookies.set(COOKIE_NAME, foreign.cookies[COOKIE_NAME], path="/console")
+        assert (await client.get("/console", headers=HTML)).status_code == 303
     await still_answers(served.url)
 
 
@@ -145,10 +148,14 @@ async def test_a_shared_secret_lets_another_replica_read_the_session() -> None:
     secret = b"one secret for every replica"
     first = console_app(ConsoleTestAgent(), console=ConsoleOptions(secret=secret))
     second = console_app(ConsoleTestAgent(), console=ConsoleOptions(secret=secret))
-    async with running_server(first) as one, running_server(second) as two:
-        async with _signed_in(one) as signed, _client(two) as client:
-            client.cookies.set(COOKIE_NAME, signed.cookies[COOKIE_NAME], path="/console")
-            assert (await client.get("/console", headers=HTML)).status_code == 200
+    async with (
+        running_server(first) as one,
+        running_server(second) as two,
+        _signed_in(one) as signed,
+        _client(two) as client,
+    ):
+        client.cookies.set(COOKIE_NAME, signed.cookies[COOKIE_NAME], path="/console")
+        assert (await client.get("/console", headers=HTML)).status_code == 200
 
 
 async def test_the_agents_header_works_for_scripts(served: Served) -> None:
@@ -214,7 +221,8 @@ async def test_pages_show_a_real_failure_escaped_with_events_and_trace(served: S
         assert "&#34;note&#34;: &#34;&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&#34;" in page
         failures = (await client.get("/console/failures")).text
         assert f'href="/console/tasks/{failed.id}"' in failures
-        assert TIMEOUT_ACTION in failures and RATE_ACTION in failures
+        assert TIMEOUT_ACTION in failures
+        assert RATE_ACTION in failures
         only = await client.get("/console/failures?code=RATE_LIMITED&since=1h")
         rows = re.findall(r'<tr data-task-id="[^"]+" data-code="([A-Z_]+)"', only.text)
         assert rows == ["RATE_LIMITED"]
