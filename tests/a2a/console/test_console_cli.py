@@ -19,6 +19,7 @@ from llamon_agent.a2a.stores.failures import FailureQuery
 from llamon_agent.cli import app
 from tests.a2a.stores.test_failures import failure
 
+ANY = "0.0.0.0"  # noqa: S104 - the address an open console must refuse
 runner = CliRunner()
 AGENT = "llamon_agent.examples.demo_agent:agent"
 FIX = (
@@ -31,8 +32,8 @@ NO_KEYS = {"LLAMON_API_KEY": "", "LLAMON_BEARER_TOKEN": ""}
 @pytest.mark.parametrize(
     "arguments",
     [
-        ["serve", AGENT, "--console", "--host", "0.0.0.0", "--store", "memory"],
-        ["console", "--host", "0.0.0.0"],
+        ["serve", AGENT, "--console", "--host", ANY, "--store", "memory"],
+        ["console", "--host", ANY],
     ],
 )
 def test_an_open_console_off_loopback_refuses_to_start(arguments: list[str]) -> None:

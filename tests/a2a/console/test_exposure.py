@@ -14,6 +14,8 @@ from llamon_agent.a2a.server import create_app
 from tests._support.a2a_server import running_server
 from tests._support.console import ConsoleTestAgent, console_card
 
+ANY = "0.0.0.0"  # noqa: S104 - the address an open console must refuse
+
 
 @pytest.mark.parametrize(
     ("host", "loopback"),
@@ -25,7 +27,7 @@ from tests._support.console import ConsoleTestAgent, console_card
         ("localhost", True),
         ("localhost:8000", True),
         ("127.0.0.1:8000", True),
-        ("0.0.0.0", False),
+        (ANY, False),
         ("::", False),
         ("10.0.0.5", False),
         ("example.com", False),
@@ -39,8 +41,8 @@ def test_which_hosts_are_loopback(host: str, loopback: bool) -> None:
 
 def test_without_credentials_only_loopback_may_serve_the_console() -> None:
     assert exposure_problem("127.0.0.1", None) is None
-    assert exposure_problem("0.0.0.0", AuthConfig.api_key("k")) is None
-    problem = exposure_problem("0.0.0.0", None)
+    assert exposure_problem(ANY, AuthConfig.api_key("k")) is None
+    problem = exposure_problem(ANY, None)
     assert problem == (
         "the console has no credentials and would listen on 0.0.0.0, not on loopback; "
         "pass --api-key/--bearer-token (or LLAMON_API_KEY/LLAMON_BEARER_TOKEN), "
@@ -49,8 +51,8 @@ def test_without_credentials_only_loopback_may_serve_the_console() -> None:
 
 
 async def test_serve_agent_refuses_before_listening() -> None:
-    options = ServeOptions(host="0.0.0.0", port=0, store="memory", console=ConsoleOptions())
-    with pytest.raises(ValueError, match="would listen on 0.0.0.0, not on loopback"):
+    options = ServeOptions(host=ANY, port=0, store="memory", console=ConsoleOptions())
+    with pytest.raises(ValueError, match=r"would listen on 0\.0\.0\.0, not on loopback"):
         await serve_agent(ConsoleTestAgent(), console_card(auth=False), options)
 
 

@@ -44,7 +44,7 @@ def test_altered_or_foreign_values_are_refused() -> None:
         f"{version}.{expiry}.{keys.issue('', NOW, 60).split('.')[2]}.{signature}",
         value + "x",
         "",
-        "v1..." ,
+        "v1...",
         "x" * 300,
         SessionKeys(b"another").issue("ops", NOW, 60),
         SessionKeys().issue("ops", NOW, 60),  # a random key per process
