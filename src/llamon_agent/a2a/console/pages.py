@@ -59,6 +59,7 @@ _STATIC: Final = {
     "htmx.min.js": "text/javascript; charset=utf-8",
     "console.css": "text/css; charset=utf-8",
     "htmx-LICENSE.txt": "text/plain; charset=utf-8",
+    "favicon.svg": "image/svg+xml",
 }
 _MAX_FORM: Final = 8192
 _NEXT: Final = re.compile(r"^/console(?:/[A-Za-z0-9_\-.~/]*)?(?:\?[A-Za-z0-9_\-.~=&%+:]*)?$")
