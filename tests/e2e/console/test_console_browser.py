@@ -90,9 +90,7 @@ async def test_a_browser_must_sign_in_and_a_wrong_key_is_refused(
     await expect(page).to_have_url(served.url + "/console/login?next=%2Fconsole%2Ffailures")
     await page.fill("#credential", "not-the-key")
     await page.click("#sign-in")
-    await expect(page.locator("#login-refused")).to_have_text(
-        "That key or token was not accepted."
-    )
+    await expect(page.locator("#login-refused")).to_have_text("That key or token was not accepted.")
     await expect(page.locator("#credential")).to_have_value("")
     await _shot(page, "login-refused")
     await page.fill("#credential", KEY)
@@ -133,9 +131,7 @@ async def test_the_failures_page_shows_a_real_failure_and_its_action(
     await still_answers(served.url)
 
 
-async def test_filtering_by_error_code_swaps_in_only_that_code(
-    page: Page, served: Served
-) -> None:
+async def test_filtering_by_error_code_swaps_in_only_that_code(page: Page, served: Served) -> None:
     await ask(served.url, "partial")
     await ask(served.url, "quota")
     await _sign_in(page, served.url, "/console/failures")
@@ -147,7 +143,9 @@ async def test_filtering_by_error_code_swaps_in_only_that_code(
     await expect(page.locator("#recent-failures tr[data-code]")).to_have_count(1)
     await expect(page.locator('#recent-failures tr[data-code="RATE_LIMITED"]')).to_have_count(1)
     await expect(page.locator("#failure-groups tr[data-code]")).to_have_count(1)
-    await expect(page.locator('#failure-chart rect.bar[data-code="UPSTREAM_TIMEOUT"]')).to_have_count(0)
+    bars = page.locator("#failure-chart rect.bar")
+    await expect(bars).to_have_count(1)
+    await expect(bars).to_have_attribute("data-code", "RATE_LIMITED")
     await expect(page).to_have_url(served.url + "/console/failures?code=RATE_LIMITED&since=24h")
     assert await page.evaluate("window.llamonMarker") == "same page"  # swapped by htmx
     await _shot(page, "failures-filtered")
@@ -167,9 +165,7 @@ async def test_the_task_page_shows_the_partial_artifact_error_data_and_record(
     await expect(page.locator('#error-data tr[data-key="errorCode"] td')).to_have_text(
         "UPSTREAM_TIMEOUT"
     )
-    await expect(page.locator('#error-data tr[data-key="errorReason"] td')).to_have_text(
-        "timeout"
-    )
+    await expect(page.locator('#error-data tr[data-key="errorReason"] td')).to_have_text("timeout")
     await expect(page.locator('#error-data tr[data-key="retriable"] td')).to_have_text("true")
     record = page.locator("#failure-record")
     await expect(record).to_contain_text("The invoice search timed out.")
