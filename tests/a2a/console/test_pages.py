@@ -8,6 +8,7 @@ import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import httpx
 import pytest
@@ -16,6 +17,7 @@ from llamon_agent.a2a.auth import AuthConfig
 from llamon_agent.a2a.console import ConsoleOptions
 from llamon_agent.a2a.console.session import COOKIE_NAME
 from llamon_agent.a2a.server import create_app
+from llamon_agent.a2a.stores.failures import FailureStore, StoredFailure
 from llamon_agent.a2a.stores.task_events import MemoryTaskEventStore
 from llamon_agent.core.events import RunnerEvent
 from tests._support.a2a_server import running_server
@@ -310,3 +312,31 @@ async def test_every_answer_carries_the_security_headers(served: Served) -> None
         page = (await client.get("/console")).text
         assert "<script>" not in page  # no inline script: htmx is configured by a meta tag
         assert 'src="/console/static/htmx.min.js"' in page
+
+
+async def test_a_failure_holding_markup_is_shown_as_text() -> None:
+    app = console_app(ConsoleTestAgent())
+    store: FailureStore = app.state.llamon_failure_store
+    hostile = "<img src=x onerror=alert(1)>"
+    store.record(
+        StoredFailure(
+            task_id="t-<b>1</b>",
+            time=datetime.now(UTC),
+            error_code="UPSTREAM_UNAVAILABLE",
+            stage="execute",
+            reason=f"odd{hostile}",
+            message=hostile,
+            operator_action=hostile,
+            retryable=False,
+            agent=hostile,
+            tool=hostile,
+        )
+    )
+    await store.flush()
+    async with running_server(app) as url, _signed_in(url) as client:
+        page = (await client.get("/console/failures")).text
+        assert "<img" not in page
+        assert "<b>1</b>" not in page
+        assert "&lt;img src=x onerror=alert(1)&gt;" in page
+        assert 'href="/console/tasks/t-%3Cb%3E1%3C/b%3E"' in page
+        await still_answers(url)
