@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Browser, async_playwright
 
-__all__ = ["chromium", "screenshot_dir"]
+__all__ = ["chromium", "chromium_executable", "screenshot_dir"]
 
 ROOT = Path(__file__).resolve().parents[2]
 _DEVTOOLS = re.compile(r"DevTools listening on (ws://\S+)")
@@ -37,10 +37,10 @@ def screenshot_dir() -> Path:
     return folder
 
 
-def _executable() -> str:
-    found = shutil.which("chromium") or (
-        "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
-    )
+def chromium_executable(name: str = "chromium", fallback: Path = Path("/usr/bin/chromium")) -> str:
+    """The Chromium to start: ``name`` on the PATH, else ``fallback``; a failed test
+    naming ``apt-get install chromium`` when neither exists."""
+    found = shutil.which(name) or (str(fallback) if fallback.exists() else None)
     if found is None:
         pytest.fail(
             "the browser tests need Chromium: apt-get install chromium "
@@ -67,7 +67,7 @@ async def _drain(stderr: asyncio.StreamReader) -> None:
 @asynccontextmanager
 async def chromium() -> AsyncIterator[Browser]:
     """A connected headless Chromium; stopped (and its profile removed) afterwards."""
-    executable = _executable()
+    executable = chromium_executable()
     profile = tempfile.mkdtemp(prefix="llamon-chromium-")
     process = await asyncio.create_subprocess_exec(
         executable,
