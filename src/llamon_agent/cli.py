@@ -343,7 +343,7 @@ def console_command(
             _fail(listen_problem(exc, host=host, port=port) or str(exc), 1, command="console")
 
         def ready(url: str) -> None:
-            typer.echo(f"llamon: the console of {stores.description} at {url}", err=True)
+            typer.echo(f"llamon: the console of the {stores.kind} store at {url}", err=True)
 
         try:
             await serve_console(stores, auth, sock, on_ready=ready, log_level=level)

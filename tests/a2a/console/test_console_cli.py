@@ -17,6 +17,8 @@ from typer.testing import CliRunner
 from llamon_agent.a2a.stores import FailureRetention, open_stores
 from llamon_agent.a2a.stores.failures import FailureQuery
 from llamon_agent.cli import app
+from llamon_agent.demo import demo_agent_path
+from tests._support.serve import llamon_serve
 from tests.a2a.stores.test_failures import failure
 
 ANY = "0.0.0.0"  # noqa: S104 - the address an open console must refuse
@@ -59,7 +61,7 @@ async def test_llamon_console_serves_a_shared_store_read_only(tmp_path: Path) ->
         line = (await asyncio.wait_for(process.stderr.readline(), timeout=60)).decode()
         found = re.search(r"at (http://127\.0\.0\.1:\d+/console)$", line.strip())
         assert found, line
-        assert str(tmp_path) in line  # which store it reads
+        assert line.startswith("llamon: the console of the sqlite store at "), line
         async with httpx.AsyncClient(timeout=10) as client:
             refused = await client.get(found.group(1), headers={"accept": "text/html"})
             assert refused.status_code == 303
@@ -99,3 +101,23 @@ async def test_the_demo_with_the_console_keeps_serving_it_until_told() -> None:
     results = await run_demo(store="memory", console=look)
     assert len(results) == 7
     assert 'data-code="UPSTREAM_UNAVAILABLE"' in seen[0]
+
+
+async def test_llamon_serve_console_serves_the_agent_and_its_console(tmp_path: Path) -> None:
+    async with (
+        llamon_serve(
+            tmp_path,
+            *("--store", "sqlite", "--console", "--api-key", "serve-key-3"),
+            target=f"{demo_agent_path()}:agent",  # its default card declares the key
+        ) as (_, url),
+        httpx.AsyncClient(base_url=url.rstrip("/"), timeout=10) as client,
+    ):
+        assert (await client.get("/console", headers={"accept": "text/html"})).status_code == 303
+        signed = await client.post("/console/login", data={"credential": "serve-key-3"})
+        assert signed.status_code == 303
+        page = await client.get("/console")
+        assert page.status_code == 200
+        assert "<h1>Live tasks</h1>" in page.text
+        client.cookies.clear()
+        refused = await client.post("/", json={"jsonrpc": "2.0", "id": 1, "method": "tasks/get"})
+        assert refused.status_code == 401  # the agent still asks for its key
