@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -287,3 +288,27 @@ def test_llamon_serve_metrics_names_the_missing_extra() -> None:
         "llamon serve: --metrics: the /metrics route needs the OpenTelemetry SDK and "
         "prometheus-client: pip install 'llamon-agent[otel]'",
     ]
+
+
+def test_the_wheel_ships_the_console_templates_and_static_files(tmp_path: Path) -> None:
+    """The web console renders from files inside the package: the built wheel holds them."""
+    root = ROOT
+    built = subprocess.run(  # noqa: S603 - pip on our own project
+        [sys.executable, "-m", "pip", "wheel", str(root), "--no-deps", "-q", "-w", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    (wheel,) = tmp_path.glob("llamon_agent-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    console = root / "src" / "llamon_agent" / "a2a" / "console"
+    expected = {
+        path.relative_to(root / "src").as_posix()
+        for folder in ("templates", "static")
+        for path in (console / folder).iterdir()
+    }
+    assert "llamon_agent/a2a/console/static/htmx.min.js" in expected
+    assert "llamon_agent/a2a/console/templates/base.html" in expected
+    assert expected <= names, sorted(expected - names)

@@ -2,7 +2,9 @@
 
 * ``llamon demo`` serves the example agent on the embedded default and shows, for each
   kind of answer, what an A2A client receives.
-* ``llamon serve module:agent`` serves your agent (``--card``, ``--store``, ``--api-key`` ...).
+* ``llamon serve module:agent`` serves your agent (``--card``, ``--store``, ``--api-key`` ...;
+  ``--console`` adds the web console at ``/console``).
+* ``llamon console`` serves the web console alone over the store ``serve`` writes.
 * ``llamon card lint URL|FILE`` checks an agent card against the card-writing rules.
 * ``llamon failures`` lists failed tasks' failures (``--by reason`` counts them), ``llamon
   tasks`` the newest tasks and ``llamon task ID`` one task, from the store ``serve`` writes.
@@ -17,9 +19,10 @@ import importlib
 import json
 import os
 import sys
+from collections.abc import Awaitable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -29,7 +32,13 @@ from rich.table import Table
 from llamon_agent.a2a.card.cli import card_app
 from llamon_agent.a2a.serve_logging import LOG_FORMATS, LOG_LEVELS
 from llamon_agent.a2a.stores import MemoryLimits
-from llamon_agent.a2a.stores.failures_cli import failures_command, task_command, tasks_command
+from llamon_agent.a2a.stores.failures_cli import (
+    DatabaseUrl,
+    Home,
+    failures_command,
+    task_command,
+    tasks_command,
+)
 from llamon_agent.cli_errors import UserError, listen_problem, store_problem
 from llamon_agent.core.catalog import reason_catalog
 from llamon_agent.core.classify import registered_rules
@@ -75,16 +84,39 @@ def demo_command(
     store: Annotated[
         str, typer.Option(help="Task store: sqlite (embedded default), memory or postgres.")
     ] = "sqlite",
+    console: Annotated[
+        bool,
+        typer.Option(
+            "--console",
+            help="Then keep the demo server running with the web console, until Ctrl-C.",
+        ),
+    ] = False,
 ) -> None:
     """Serve the example agent and show each kind of answer a client receives."""
     import asyncio
 
     from llamon_agent.demo import print_results, run_demo
 
-    results = asyncio.run(run_demo(store=_store_kind(store)))
-    print_results(results)
-    if not all(result.expected for result in results):
-        raise typer.Exit(1)
+    if not console:
+        results = asyncio.run(run_demo(store=_store_kind(store)))
+        print_results(results)
+        if not all(result.expected for result in results):
+            raise typer.Exit(1)
+        return
+
+    async def keep_serving(url: str, results: list[Any], stopped: Awaitable[Any]) -> None:
+        print_results(results)
+        typer.echo(
+            f"\nThe web console: {url}console\n"
+            "  No sign-in: the demo has no credentials, so it listens on 127.0.0.1 only.\n"
+            "  Press Ctrl-C to stop."
+        )
+        await stopped
+
+    try:
+        asyncio.run(run_demo(store=_store_kind(store), console=keep_serving))
+    except KeyboardInterrupt:
+        typer.echo("stopped.")
 
 
 def _store_kind(value: str) -> StoreKind:
@@ -201,6 +233,14 @@ def serve_command(
             help="Serve GET /metrics (Prometheus text; needs llamon-agent[otel]).",
         ),
     ] = False,
+    console: Annotated[
+        bool,
+        typer.Option(
+            "--console",
+            help="Serve the web console at /console (sign-in with the same key or token; "
+            "without one, on loopback only).",
+        ),
+    ] = False,
 ) -> None:
     """Serve an agent over A2A (JSON-RPC) until stopped."""
     import asyncio
@@ -230,6 +270,8 @@ def serve_command(
         options = replace(options, auth=_auth(agent_card, api_key, bearer_token))
         if events_jsonl is not None:
             options = replace(options, events=_events_bus(events_jsonl))
+        if console:
+            options = replace(options, console=_console_options(host, options.auth))
     except UserError as exc:
         _fail(str(exc), 2)
     home = _writable_home() if options.store == "sqlite" else ""
@@ -253,6 +295,64 @@ def serve_command(
         _fail(problem, 1)
 
 
+def _console_options(host: str, auth: AuthConfig | None) -> Any:
+    """``ConsoleOptions()``; ``UserError`` when it would be open on a non-loopback host."""
+    from llamon_agent.a2a.console import ConsoleOptions, exposure_problem
+
+    problem = exposure_problem(host, auth)
+    if problem is not None:
+        raise UserError(problem + ".")
+    return ConsoleOptions()
+
+
+@app.command("console")
+def console_command(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port (0 picks a free one).")] = 8000,
+    api_key: Annotated[
+        str | None,
+        typer.Option(envvar=API_KEY_ENV, help="Sign in with this API key (the agents' own)."),
+    ] = None,
+    bearer_token: Annotated[
+        str | None,
+        typer.Option(envvar=BEARER_TOKEN_ENV, help="Sign in with this bearer token."),
+    ] = None,
+    database_url: DatabaseUrl = None,
+    home: Home = None,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "warning",
+) -> None:
+    """Serve the web console alone over the store your servers share (read-only)."""
+    import asyncio
+
+    from llamon_agent.a2a.console.standalone import serve_console
+    from llamon_agent.a2a.serve import bind_socket
+    from llamon_agent.a2a.stores.failures_cli import _with_store
+
+    try:
+        checked_port = _checked_port(port)
+        level = _choice(log_level.lower(), "--log-level", LOG_LEVELS)
+        auth = _auth(None, api_key, bearer_token)
+        _console_options(host, auth)
+    except UserError as exc:
+        _fail(str(exc), 2, command="console")
+
+    async def run(stores: Any) -> None:
+        try:
+            sock = bind_socket(host, checked_port)
+        except (OSError, OverflowError) as exc:
+            _fail(listen_problem(exc, host=host, port=port) or str(exc), 1, command="console")
+
+        def ready(url: str) -> None:
+            typer.echo(f"llamon: the console of the {stores.kind} store at {url}", err=True)
+
+        try:
+            await serve_console(stores, auth, sock, on_ready=ready, log_level=level)
+        finally:
+            sock.close()
+
+    asyncio.run(_with_store("console", database_url, home, run))
+
+
 def _check_metrics_extra() -> None:
     """``UserError`` naming the extra when ``--metrics`` cannot be served."""
     try:
@@ -273,9 +373,10 @@ def _push_policy(allow: list[str] | None) -> PushPolicy | None:
         raise UserError(f"--push-allow: {exc}.") from exc
 
 
-def _fail(message: str, code: int) -> NoReturn:
-    """Print ``llamon serve: <message>`` on stderr and exit with ``code`` (no traceback)."""
-    typer.echo(f"llamon serve: {message}", err=True)
+def _fail(message: str, code: int, *, command: str = "serve") -> NoReturn:
+    """Print ``llamon <command>: <message>`` on stderr and exit with ``code`` (no
+    traceback)."""
+    typer.echo(f"llamon {command}: {message}", err=True)
     raise typer.Exit(code)
 
 

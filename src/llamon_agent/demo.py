@@ -4,6 +4,8 @@ The demo starts ``llamon_agent.examples.demo_agent`` on SQLite under ``LLAMON_HO
 with a2a-sdk's own client over HTTP, and prints, for each scenario, the task state, the
 ``errorCode`` / ``errorReason`` a client would branch on, and the artifacts kept. It exits
 non-zero if any answer is not the one llamon promises, so it doubles as a smoke test.
+``run_demo(console=...)`` serves the web console too and, after the scenarios, keeps the
+server running until ``console`` returns (``llamon demo --console``: until Ctrl-C).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,10 +25,15 @@ from a2a.types import AgentCard, DataPart, Message, Part, Role, Task, TaskQueryP
 from rich.console import Console
 from rich.table import Table
 
+from llamon_agent.a2a.console import ConsoleOptions
 from llamon_agent.a2a.serve import ServeOptions, load_target, serve_agent
 from llamon_agent.a2a.stores import StoreKind
 
-__all__ = ["DemoResult", "demo_agent_path", "print_results", "run_demo"]
+__all__ = ["DemoResult", "KeepServing", "demo_agent_path", "print_results", "run_demo"]
+
+KeepServing = Callable[[str, "list[DemoResult]", "asyncio.Future[None]"], Awaitable[None]]
+"""``(base URL, the results, the server's end) -> wait``: the server (with the web
+console) keeps running until it returns or the server stops."""
 
 
 @dataclass(frozen=True)
@@ -137,10 +145,14 @@ async def _scenarios(base_url: str, card: AgentCard) -> list[DemoResult]:
     return results
 
 
-async def run_demo(*, store: StoreKind | None = "sqlite") -> list[DemoResult]:
+async def run_demo(
+    *, store: StoreKind | None = "sqlite", console: KeepServing | None = None
+) -> list[DemoResult]:
     """Serve the demo agent on a free loopback port, run every scenario, stop the server.
 
     Failure records are logged on ``llamon_agent.failures``; the demo keeps it quiet.
+    ``console``: serve the web console too, and after the scenarios await
+    ``console(url, results, server_ended)`` before stopping.
     """
     logging.getLogger("llamon_agent.failures").setLevel(logging.ERROR)
     path = demo_agent_path()
@@ -152,7 +164,9 @@ async def run_demo(*, store: StoreKind | None = "sqlite") -> list[DemoResult]:
         serve_agent(
             agent,
             card,
-            ServeOptions(port=0, store=store),
+            ServeOptions(
+                port=0, store=store, console=ConsoleOptions() if console is not None else None
+            ),
             on_ready=ready.set_result,
             shutdown=shutdown,
         )
@@ -163,6 +177,15 @@ async def run_demo(*, store: StoreKind | None = "sqlite") -> list[DemoResult]:
         if server in done:
             server.result()  # raises why the server could not start
         results = await _scenarios(ready.result(), card)
+        if console is not None:
+            ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+            def server_ended(_: object) -> None:
+                if not ended.done():
+                    ended.set_result(None)
+
+            server.add_done_callback(server_ended)
+            await console(ready.result(), results, ended)
     finally:
         shutdown.set()
         await server

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         lint_agent_card,
         skill,
     )
+    from llamon_agent.a2a.console import ConsoleOptions
     from llamon_agent.a2a.executor import CustomAgentExecutor
     from llamon_agent.a2a.protocol import RequestLimits, protocol_error
     from llamon_agent.a2a.push_policy import PushPolicy
@@ -50,6 +51,7 @@ __all__ = [
     "AuthSpec",
     "Chunk",
     "Completed",
+    "ConsoleOptions",
     "CustomAgentExecutor",
     "Final",
     "FinalOutput",
@@ -92,6 +94,7 @@ _HOMES: dict[str, str] = {
         ("AuthSpec", "build_agent_card", "build_extended_card", "lint_agent_card", "skill"),
         "llamon_agent.a2a.card",
     ),
+    "ConsoleOptions": "llamon_agent.a2a.console",
     "CustomAgentExecutor": "llamon_agent.a2a.executor",
     **dict.fromkeys(("RequestLimits", "protocol_error"), "llamon_agent.a2a.protocol"),
     "PushPolicy": "llamon_agent.a2a.push_policy",

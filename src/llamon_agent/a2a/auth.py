@@ -288,19 +288,31 @@ def unauthenticated_response(config: AuthConfig, presented: bool) -> JSONRespons
 
 class AuthMiddleware:
     """ASGI middleware enforcing ``config`` on every path except ``PUBLIC_PATHS`` (the card
-    and the health probes).
+    and the health probes) and the paths under ``own_auth_prefixes``.
 
+    The one rule for what it does not check: a path under a prefix in
+    ``own_auth_prefixes`` (``/console`` when the web console is on) is passed on
+    unchecked, because the routes there check the same credentials themselves (a
+    session cookie or this header; ``llamon_agent.a2a.console.access``).
     HTTP requests without valid credentials get ``unauthenticated_response``; WebSocket
     connections are closed with code 1008 before they are accepted. Lifespan events pass.
     """
 
-    def __init__(self, app: ASGIApp, config: AuthConfig) -> None:
+    def __init__(
+        self, app: ASGIApp, config: AuthConfig, own_auth_prefixes: tuple[str, ...] = ()
+    ) -> None:
         self.app = app
         self.config = config
+        self.own_auth_prefixes = own_auth_prefixes
+
+    def _unchecked(self, path: str) -> bool:
+        if path in PUBLIC_PATHS:
+            return True
+        return any(path == p or path.startswith(p + "/") for p in self.own_auth_prefixes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass authenticated requests on; refuse the others."""
-        if scope["type"] not in ("http", "websocket") or scope.get("path") in PUBLIC_PATHS:
+        if scope["type"] not in ("http", "websocket") or self._unchecked(scope.get("path", "")):
             await self.app(scope, receive, send)
             return
         credential = self.config.credential(HTTPConnection(scope))

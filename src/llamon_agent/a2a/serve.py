@@ -29,6 +29,7 @@ from a2a.types import AgentCard
 
 from llamon_agent.a2a.auth import AuthConfig
 from llamon_agent.a2a.card import AuthSpec, build_agent_card, skill
+from llamon_agent.a2a.console import ConsoleOptions, exposure_problem
 from llamon_agent.a2a.protocol import RequestLimits
 from llamon_agent.a2a.push_policy import PushPolicy
 from llamon_agent.a2a.serve_logging import LogFormat, serve_log_config
@@ -89,6 +90,9 @@ class ServeOptions:
     events_retention: EventRetention | None = None
     """How long and how many kept events the store holds (``open_stores(events_retention=)``);
     ``None``: 7 days / 1 000 000, or ``LLAMON_EVENTS_*``."""
+    console: ConsoleOptions | None = None
+    """Serve the web console at ``/console`` (``create_app(console=)``), reading the
+    store's task events; without ``auth`` only on a loopback address."""
 
 
 def load_target(target: str) -> Any:
@@ -196,6 +200,11 @@ async def serve_agent(
     (closed when serving ends).
     """
     options = options or ServeOptions()
+    if options.console is not None:  # before binding: never open, not even for a moment
+        bound = options.host if sock is None else str(sock.getsockname()[0])
+        problem = exposure_problem(bound, options.auth)
+        if problem is not None:
+            raise ValueError(problem)
     sock = sock or bind_socket(options.host, options.port)
     host, port = sock.getsockname()[:2]
     url = f"http://{host}:{port}/"
@@ -239,6 +248,7 @@ async def serve_agent(
             events=options.events,
             metrics=options.metrics,
             event_store=event_store,
+            console=options.console,
         )
         logging_setup: dict[str, Any] = {}
         if options.log_format is not None:

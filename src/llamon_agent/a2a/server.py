@@ -61,6 +61,13 @@ from llamon_agent.a2a.body import (
     read_body,
 )
 from llamon_agent.a2a.card import auth_spec_from_card, mode_problems
+from llamon_agent.a2a.console import (
+    CONSOLE_PATH,
+    ConsoleOptions,
+    ConsoleSources,
+    EventReader,
+    console_routes_for,
+)
 from llamon_agent.a2a.events_route import TaskEventLog, task_events_route
 from llamon_agent.a2a.executor import CustomAgentExecutor
 from llamon_agent.a2a.handler import LlamonRequestHandler
@@ -409,6 +416,7 @@ def create_app(
     metrics: bool = False,
     event_store: TaskEventStore | None = None,
     span_events: bool = True,
+    console: ConsoleOptions | None = None,
 ) -> Starlette:
     """The A2A Starlette app for ``agent`` (anything ``as_agent`` accepts) and its card.
 
@@ -455,6 +463,12 @@ def create_app(
     ``metrics``: serve ``GET /metrics``, the OpenTelemetry metrics in the Prometheus text
     format (``a2a.metrics_route``; needs the ``otel`` extra), behind the same credentials
     as the agent; off by default.
+    ``console``: serve the web console at ``/console`` (``llamon_agent.a2a.console``):
+    live tasks, failures over time, each task's page, read from this app's task and
+    failure stores and ``console.events`` (else ``event_store``, else, with ``events``,
+    what this process still holds). Its sign-in uses ``auth``'s credentials (operators
+    only); without ``auth`` it answers on loopback only. ``ValueError`` when ``console.operators``
+    names a caller ``auth`` does not know.
     """
     install_log_scrubbing()
     _quiet_client_mistakes()
@@ -534,8 +548,22 @@ def create_app(
         from llamon_agent.a2a.metrics_route import metrics_routes  # the otel extra's
 
         app.router.routes.extend(metrics_routes())
+    if console is not None:
+        kept = console.events or kept_events  # the store's events, else this process's
+        reader: EventReader | None = kept.for_task if kept is not None else None
+        if reader is None and task_events is not None:
+            log = task_events
+
+            async def reader(task_id: str) -> tuple[Any, ...]:
+                return log.kept(task_id)
+
+        failures = executor.failure_store
+        assert failures is not None  # noqa: S101 - set above
+        sources = ConsoleSources(tasks, failures, reader)
+        app.router.routes.extend(console_routes_for(sources, auth, console))
     if auth is not None:
-        app.add_middleware(AuthMiddleware, config=auth)
+        own = (CONSOLE_PATH,) if console is not None else ()
+        app.add_middleware(AuthMiddleware, config=auth, own_auth_prefixes=own)
     app.state.llamon_executor = executor
     app.state.llamon_task_store = tasks
     app.state.llamon_failure_store = executor.failure_store

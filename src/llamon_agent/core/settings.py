@@ -40,6 +40,7 @@ from typing import Final, Literal, get_args
 __all__ = [
     "API_KEY_ENV",
     "BEARER_TOKEN_ENV",
+    "CONSOLE_SECRET_ENV",
     "DATABASE_URL_ENV",
     "DEBUG_ERRORS_ENV",
     "EVENTS_MAX_AGE_ENV",
@@ -55,6 +56,7 @@ __all__ = [
     "STORE_KINDS",
     "WORKER_ID_ENV",
     "StoreKind",
+    "console_secret_setting",
     "database_url_setting",
     "debug_errors_enabled",
     "events_max_age_setting",
@@ -122,6 +124,10 @@ EVENTS_MAX_ROWS_ENV: Final = "LLAMON_EVENTS_MAX_ROWS"
 
 BEARER_TOKEN_ENV: Final = "LLAMON_BEARER_TOKEN"  # noqa: S105 (a variable name)
 """``llamon serve --bearer-token``: the bearer token callers must send."""
+
+CONSOLE_SECRET_ENV: Final = "LLAMON_CONSOLE_SECRET"  # noqa: S105 (a variable name)
+"""The key that signs web console session cookies (the same on every replica behind one
+address); a random per-process key when unset."""
 
 _override: bool | None = None
 
@@ -260,3 +266,9 @@ def _positive_count(name: str) -> int | None:
     if rows < 1:
         raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
     return rows
+
+
+def console_secret_setting() -> bytes | None:
+    """``LLAMON_CONSOLE_SECRET`` as bytes, or ``None`` when unset or blank."""
+    value = os.environ.get(CONSOLE_SECRET_ENV, "").strip()
+    return value.encode() if value else None

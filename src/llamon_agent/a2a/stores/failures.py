@@ -16,6 +16,8 @@ What the caller sees:
   filtered by time range, errorCode, stage, reason, tool, agent, node or task, at most
   ``limit`` rows, and ``next_cursor`` for the page after. ``await group_by("reason", q)``
   counts the failures matching ``q`` by one column, largest count first.
+  ``await histogram(q, buckets=24)`` counts them per errorCode in ``buckets`` equal time
+  slices of ``q``'s range (a chart's bars).
 * Retention: ``FailureRetention(max_age=30 days, max_rows=100 000)`` by default, or
   ``LLAMON_FAILURES_MAX_AGE`` (seconds) / ``LLAMON_FAILURES_MAX_ROWS``; older and surplus
   rows are pruned when the store opens and every ``PRUNE_EVERY`` writes.
@@ -32,7 +34,7 @@ from abc import ABC, abstractmethod
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal, get_args
 
 from llamon_agent.a2a.stores.retention import (
@@ -50,6 +52,7 @@ __all__ = [
     "GROUP_FIELDS",
     "PRUNE_EVERY",
     "FailureCount",
+    "FailureHistogram",
     "FailurePage",
     "FailureQuery",
     "FailureRetention",
@@ -244,12 +247,90 @@ class FailureCount:
     count: int
 
 
+MAX_BUCKETS: Final = 1_000
+"""The most time slices one ``histogram`` counts in."""
+
+
+@dataclass(frozen=True, slots=True)
+class FailureHistogram:
+    """Failures counted per errorCode in equal time slices.
+
+    Slice ``i`` covers ``[start + i * width, start + (i + 1) * width)`` (``width`` in
+    seconds); ``counts[i]`` maps each errorCode seen in it to its count (codes with no
+    failure there are absent).
+    """
+
+    start: datetime
+    width: float
+    counts: list[dict[str, int]]
+
+    @property
+    def end(self) -> datetime:
+        """Where the last slice ends."""
+        return self.start + timedelta(seconds=self.width * len(self.counts))
+
+    @property
+    def total(self) -> int:
+        """Every failure counted."""
+        return sum(sum(bucket.values()) for bucket in self.counts)
+
+    def codes(self) -> list[str]:
+        """The errorCodes counted, most failures first, then by name."""
+        totals: Counter[str] = Counter()
+        for bucket in self.counts:
+            totals.update(bucket)
+        return [code for code, _ in sorted(totals.items(), key=lambda pair: (-pair[1], pair[0]))]
+
+
+def histogram_range(
+    query: FailureQuery, buckets: int, oldest: float | None, now: float
+) -> tuple[float, float] | None:
+    """``(start, width)`` of the slices for ``query``: from ``since`` (else ``oldest``, the
+    oldest matching failure's time) to ``until`` (else ``now``); ``None`` when nothing
+    matches and no ``since`` is given. ``ValueError`` for ``buckets`` outside 1 to
+    ``MAX_BUCKETS``."""
+    check_buckets(buckets)
+    since, until = query.time_range()
+    start = since if since is not None else oldest
+    if start is None:
+        return None
+    end = until if until is not None else now
+    if end <= start:
+        end = start + 1.0
+    return start, (end - start) / buckets
+
+
+def check_buckets(buckets: int) -> None:
+    """``ValueError`` naming ``buckets`` unless it is 1 to ``MAX_BUCKETS``."""
+    if not isinstance(buckets, int) or not 1 <= buckets <= MAX_BUCKETS:
+        raise ValueError(f"buckets must be 1 to {MAX_BUCKETS}, got {buckets!r}")
+
+
+def histogram_of(
+    start: float, width: float, buckets: int, rows: Iterable[tuple[int, str, int]]
+) -> FailureHistogram:
+    """The histogram from ``(slice, errorCode, count)`` rows (a slice past the end, from
+    rounding at the edge, counts in the last one)."""
+    counts: list[dict[str, int]] = [{} for _ in range(buckets)]
+    for index, code, count in rows:
+        bucket = counts[min(max(int(index), 0), buckets - 1)]
+        bucket[code] = bucket.get(code, 0) + int(count)
+    return FailureHistogram(datetime.fromtimestamp(start, UTC), width, counts)
+
+
 def page_of(rows: list[StoredFailure], limit: int) -> FailurePage:
     """The page for ``rows`` fetched with ``limit + 1`` (the extra row says more exist)."""
     if len(rows) > limit:
         rows = rows[:limit]
         return FailurePage(rows, encode_cursor(rows[-1]))
     return FailurePage(rows)
+
+
+def empty_histogram(now: float, buckets: int) -> FailureHistogram:
+    """What ``histogram`` answers when nothing matches and no ``since`` is given:
+    ``buckets`` empty slices over the hour before ``now``."""
+    start = datetime.fromtimestamp(now - 3600.0, UTC)
+    return FailureHistogram(start, 3600.0 / buckets, [{} for _ in range(buckets)])
 
 
 def check_group_field(name: str) -> GroupField:
@@ -325,6 +406,16 @@ class FailureStore(ABC):
         ``field``, largest first, then by value. ``ValueError`` for an unknown field."""
 
     @abstractmethod
+    async def histogram(
+        self, query: FailureQuery | None = None, *, buckets: int, now: float | None = None
+    ) -> FailureHistogram:
+        """The failures matching ``query`` (its ``limit``/``cursor`` ignored) counted per
+        errorCode in ``buckets`` equal slices of time, from ``query.since`` (else the
+        oldest match) to ``query.until`` (else ``now``, default the current time). Nothing
+        matching and no ``since``: empty slices over the hour before now. ``ValueError`` for
+        ``buckets`` outside 1 to ``MAX_BUCKETS``."""
+
+    @abstractmethod
     async def prune(self, now: float | None = None) -> int:
         """Delete failures past the retention (``now``: epoch seconds); returns how many."""
 
@@ -380,6 +471,22 @@ class MemoryFailureStore(FailureStore):
         column = check_group_field(field)
         counts = Counter(_column(row, column) for row in self._matching(query or FailureQuery()))
         return sort_counts(counts.items())
+
+    async def histogram(
+        self, query: FailureQuery | None = None, *, buckets: int, now: float | None = None
+    ) -> FailureHistogram:
+        """Counts per errorCode and time slice."""
+        query = query or FailureQuery()
+        check_buckets(buckets)
+        rows = list(self._matching(query))
+        moment = self._clock() if now is None else now
+        oldest = min((row.timestamp for row in rows), default=None)
+        span = histogram_range(query, buckets, oldest, moment)
+        if span is None:
+            return empty_histogram(moment, buckets)
+        start, width = span
+        counts = Counter((int((row.timestamp - start) // width), row.error_code) for row in rows)
+        return histogram_of(start, width, buckets, ((i, c, n) for (i, c), n in counts.items()))
 
     async def prune(self, now: float | None = None) -> int:
         """Drop rows older than ``max_age``, then the oldest past ``max_rows``."""

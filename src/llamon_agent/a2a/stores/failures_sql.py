@@ -10,7 +10,8 @@ What the caller sees:
   ``await create_postgres_failure_table(connection)`` creates the table and indexes.
 * Both run the same SQL (named parameters): one index per filterable column, each with the
   time, so a filter plus a time range plus newest-first order reads only the rows returned;
-  ``group_by`` counts from the same indexes.
+  ``group_by`` counts from the same indexes, and so does ``histogram`` (one ``GROUP BY``
+  of the time slice and errorCode over the rows in range).
 """
 
 from __future__ import annotations
@@ -24,13 +25,18 @@ from typing import TYPE_CHECKING, Any, Final
 
 from llamon_agent.a2a.stores.failures import (
     FailureCount,
+    FailureHistogram,
     FailurePage,
     FailureQuery,
     FailureStore,
     GroupField,
     StoredFailure,
+    check_buckets,
     check_group_field,
     decode_cursor,
+    empty_histogram,
+    histogram_of,
+    histogram_range,
     page_of,
     sort_counts,
 )
@@ -168,6 +174,34 @@ def _group(field: GroupField | str, query: FailureQuery) -> tuple[str, dict[str,
     return sql, params
 
 
+_FLOOR: Final = {
+    # rows are at or after :start, so truncation is the floor; SQLite's FLOOR() is an
+    # optional build feature, CAST is not
+    "sqlite": "CAST((time - :start) / :width AS INTEGER)",
+    "postgresql": "FLOOR((time - :start) / :width)",
+}
+
+
+def _oldest(query: FailureQuery) -> tuple[str, dict[str, Any]]:
+    where, params = _where(query, paged=False)
+    return f"SELECT MIN(time) FROM {FAILURE_TABLE}{where}", params  # noqa: S608
+
+
+def _slices(
+    query: FailureQuery, dialect: str, start: float, width: float
+) -> tuple[str, dict[str, Any]]:
+    """Counts per (slice, errorCode) of the rows matching ``query`` from ``start``."""
+    where, params = _where(query, paged=False)
+    where += (" AND " if where else " WHERE ") + "time >= :start"
+    params.update(start=start, width=width)
+    bucket = _FLOOR[dialect]
+    sql = (
+        f"SELECT {bucket} AS slice, error_code, COUNT(*) FROM {FAILURE_TABLE}{where}"  # noqa: S608
+        " GROUP BY slice, error_code"
+    )
+    return sql, params
+
+
 def _row(values: Sequence[Any]) -> StoredFailure:
     (row_id, moment, task_id, context_id, agent, code, stage, reason, tool, node, incident,
      retryable, message, action, evidence) = values  # fmt: skip
@@ -215,6 +249,31 @@ class SQLiteFailureStore(FailureStore):
         sql, params = _group(field, query or FailureQuery())
         rows = await self.database.read(lambda c: c.execute(sql, params).fetchall())
         return sort_counts((value, int(count)) for value, count in rows)
+
+    async def histogram(
+        self, query: FailureQuery | None = None, *, buckets: int, now: float | None = None
+    ) -> FailureHistogram:
+        """Counts per errorCode and time slice, in one read."""
+        query = query or FailureQuery()
+        check_buckets(buckets)
+        moment = time.time() if now is None else now
+        oldest_sql, oldest_params = _oldest(query)
+
+        def run(connection: sqlite3.Connection) -> tuple[float, float, list[Any]] | None:
+            oldest = None
+            if query.since is None:
+                oldest = connection.execute(oldest_sql, oldest_params).fetchone()[0]
+            span = histogram_range(query, buckets, oldest, moment)
+            if span is None:
+                return None
+            sql, params = _slices(query, "sqlite", *span)
+            return (*span, connection.execute(sql, params).fetchall())
+
+        found = await self.database.read(run)
+        if found is None:
+            return empty_histogram(moment, buckets)
+        start, width, rows = found
+        return histogram_of(start, width, buckets, rows)
 
     async def prune(self, now: float | None = None) -> int:
         """Delete failures past the retention and refresh the planner's statistics, in one
@@ -275,6 +334,23 @@ class PostgresFailureStore(FailureStore):
         """Counts by ``field``, largest first."""
         rows = await self._fetch(*_group(field, query or FailureQuery()))
         return sort_counts((value, int(count)) for value, count in rows)
+
+    async def histogram(
+        self, query: FailureQuery | None = None, *, buckets: int, now: float | None = None
+    ) -> FailureHistogram:
+        """Counts per errorCode and time slice."""
+        query = query or FailureQuery()
+        check_buckets(buckets)
+        moment = time.time() if now is None else now
+        oldest = None
+        if query.since is None:
+            (found,) = await self._fetch(*_oldest(query))
+            oldest = None if found[0] is None else float(found[0])
+        span = histogram_range(query, buckets, oldest, moment)
+        if span is None:
+            return empty_histogram(moment, buckets)
+        rows = await self._fetch(*_slices(query, "postgresql", *span))
+        return histogram_of(*span, buckets, ((int(i), c, int(n)) for i, c, n in rows))
 
     async def prune(self, now: float | None = None) -> int:
         """Delete failures past the retention, in one transaction; returns how many."""

@@ -6,6 +6,8 @@ What the caller sees:
   last save; PostgreSQL: by id, the table keeps no time), optionally of one state.
   ``ValueError`` for a memory store (its tasks live in the serving process only) or an
   unknown state.
+* ``await live_tasks(task_store, limit=100)``: the tasks still running (``submitted`` or
+  ``working``), newest first, from any of llamon's task stores (memory included).
 * ``error_data_of(task)``: the ``ApplicationErrorData`` fields of a failed task's status
   message (the DataPart the caller received), or ``None``.
 """
@@ -14,12 +16,15 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from a2a.server.tasks import TaskStore
 from a2a.types import DataPart, Task, TaskState
 
+from llamon_agent.a2a.states import ORPHAN_STATES
+from llamon_agent.a2a.stores.memory import BoundedMemoryTaskStore
 from llamon_agent.a2a.stores.open import Stores
 from llamon_agent.a2a.stores.sqlite import SQLiteTaskStore
 
-__all__ = ["TASK_STATES", "error_data_of", "recent_tasks"]
+__all__ = ["LIVE_STATES", "TASK_STATES", "error_data_of", "live_tasks", "recent_tasks"]
 
 TASK_STATES: Final = tuple(state.value for state in TaskState)
 """The states ``recent_tasks`` filters by."""
@@ -28,6 +33,55 @@ _SQLITE_RECENT: Final = "SELECT task FROM llamon_tasks ORDER BY updated_at DESC 
 _SQLITE_RECENT_IN: Final = (
     "SELECT task FROM llamon_tasks WHERE state = ? ORDER BY updated_at DESC LIMIT ?"
 )
+
+
+LIVE_STATES: Final = ORPHAN_STATES
+"""The states of a task still running: ``submitted``, ``working``."""
+
+_SQLITE_LIVE: Final = (  # the partial index over unfinished tasks finds them
+    "SELECT task FROM llamon_tasks WHERE state IN ({}) ORDER BY updated_at DESC LIMIT ?".format(  # noqa: S608 - placeholders only
+        ", ".join("?" for _ in LIVE_STATES)
+    )
+)
+
+
+def _newest(task: Task) -> str:
+    return task.status.timestamp or ""
+
+
+async def live_tasks(store: TaskStore, *, limit: int = 100) -> list[Task]:
+    """The newest ``limit`` tasks of ``store`` still running (``LIVE_STATES``).
+
+    SQLite: by last save; PostgreSQL: by status time (one scan of the JSON column);
+    memory: by status time. ``ValueError`` for a store of another kind."""
+    if isinstance(store, BoundedMemoryTaskStore):
+        return sorted(store.tasks_in(LIVE_STATES), key=_newest, reverse=True)[:limit]
+    if isinstance(store, SQLiteTaskStore):
+        params = (*LIVE_STATES, limit)
+        rows = await store.database.read(lambda c: c.execute(_SQLITE_LIVE, params).fetchall())
+        return [Task.model_validate_json(row[0]) for row in rows]
+    from a2a.server.tasks import DatabaseTaskStore
+
+    if not isinstance(store, DatabaseTaskStore):
+        raise ValueError(f"cannot list the running tasks of a {type(store).__name__}")
+    return await _postgres_live(store, limit)
+
+
+async def _postgres_live(store: Any, limit: int) -> list[Task]:
+    from sqlalchemy import JSON, select, type_coerce
+
+    model = store.task_model
+    status = type_coerce(model.status, JSON)
+    query = (
+        select(model)
+        .where(status["state"].as_string().in_(LIVE_STATES))
+        .order_by(status["timestamp"].as_string().desc())
+        .limit(limit)
+    )
+    await store.initialize()
+    async with store.async_session_maker() as session:
+        found = (await session.scalars(query)).all()
+    return [store._from_orm(row) for row in found]
 
 
 async def recent_tasks(stores: Stores, *, state: str | None = None, limit: int = 50) -> list[Task]:

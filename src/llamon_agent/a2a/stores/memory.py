@@ -220,6 +220,15 @@ class BoundedMemoryTaskStore(TaskStore):
             return Task.model_validate_json(stored)
         return stored.model_copy(deep=True)
 
+    def tasks_in(self, states: tuple[str, ...]) -> list[Task]:
+        """Copies of the kept tasks in one of ``states`` that are not finished (a running
+        task is stored as given; finished ones are not parsed)."""
+        return [
+            stored.model_copy(deep=True)
+            for stored in self._tasks.values()
+            if not isinstance(stored, str) and stored.status.state.value in states
+        ]
+
     async def delete(self, task_id: str, context: ServerCallContext | None = None) -> None:
         """Forget ``task_id``, finished or not; ``on_evict`` is not called. Unknown ids are
         ignored."""
