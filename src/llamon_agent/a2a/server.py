@@ -65,8 +65,8 @@ from llamon_agent.a2a.console import (
     CONSOLE_PATH,
     ConsoleOptions,
     ConsoleSources,
-    EventReader,
     console_routes_for,
+    served_event_reader,
 )
 from llamon_agent.a2a.events_route import TaskEventLog, task_events_route
 from llamon_agent.a2a.executor import CustomAgentExecutor
@@ -549,14 +549,7 @@ def create_app(
 
         app.router.routes.extend(metrics_routes())
     if console is not None:
-        kept = console.events or kept_events  # the store's events, else this process's
-        reader: EventReader | None = kept.for_task if kept is not None else None
-        if reader is None and task_events is not None:
-            log = task_events
-
-            async def reader(task_id: str) -> tuple[Any, ...]:
-                return log.kept(task_id)
-
+        reader = served_event_reader(console.events or kept_events, events, task_events)
         failures = executor.failure_store
         assert failures is not None  # noqa: S101 - set above
         sources = ConsoleSources(tasks, failures, reader)

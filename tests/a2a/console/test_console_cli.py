@@ -18,6 +18,7 @@ from llamon_agent.a2a.stores import FailureRetention, open_stores
 from llamon_agent.a2a.stores.failures import FailureQuery
 from llamon_agent.cli import app
 from llamon_agent.demo import demo_agent_path
+from tests._support.a2a_server import user_message
 from tests._support.serve import llamon_serve
 from tests.a2a.stores.test_failures import failure
 
@@ -118,6 +119,23 @@ async def test_llamon_serve_console_serves_the_agent_and_its_console(tmp_path: P
         page = await client.get("/console")
         assert page.status_code == 200
         assert "<h1>Live tasks</h1>" in page.text
+        sent = await client.post(
+            "/",
+            headers={"X-API-Key": "serve-key-3"},
+            json={
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "message/send",
+                "params": {"message": user_message("quota").model_dump(mode="json")},
+            },
+        )
+        task = sent.json()["result"]
+        assert task["status"]["state"] == "failed"
+        # the served task's events were kept in the store: its page lists them in order
+        shown = await client.get(f"/console/tasks/{task['id']}")
+        types = [t for t in ("task.submitted", "task.working", "task.failed") if t in shown.text]
+        assert types == ["task.submitted", "task.working", "task.failed"]
+        assert shown.text.index("task.working") < shown.text.index("task.failed")
         client.cookies.clear()
         refused = await client.post("/", json={"jsonrpc": "2.0", "id": 1, "method": "tasks/get"})
         assert refused.status_code == 401  # the agent still asks for its key

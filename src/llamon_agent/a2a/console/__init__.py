@@ -24,7 +24,7 @@ from llamon_agent.a2a.console.access import ConsoleAccess
 from llamon_agent.a2a.console.exposure import exposure_problem, is_loopback
 from llamon_agent.a2a.console.options import CONSOLE_PATH, SESSION_SECONDS, ConsoleOptions
 from llamon_agent.a2a.console.pages import SECURITY_HEADERS, console_routes
-from llamon_agent.a2a.console.reading import ConsoleSources, EventReader
+from llamon_agent.a2a.console.reading import ConsoleSources, EventReader, served_event_reader
 
 __all__ = [
     "CONSOLE_PATH",
@@ -38,6 +38,7 @@ __all__ = [
     "console_routes_for",
     "exposure_problem",
     "is_loopback",
+    "served_event_reader",
 ]
 
 

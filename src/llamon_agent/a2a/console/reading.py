@@ -19,11 +19,13 @@ from a2a.server.tasks import TaskStore
 from a2a.types import DataPart, FilePart, Task, TextPart
 
 from llamon_agent.a2a.console.chart import Chart, failure_chart
+from llamon_agent.a2a.events_route import TaskEventLog
 from llamon_agent.a2a.stores.failures import FailureQuery, FailureStore, StoredFailure
 from llamon_agent.a2a.stores.failures_cli import operator_action, parse_since
 from llamon_agent.a2a.stores.failures_tasks import error_data_of, live_tasks
+from llamon_agent.a2a.stores.task_events import TaskEventStore
 from llamon_agent.core.codes import ErrorCode
-from llamon_agent.core.events import RunnerEvent
+from llamon_agent.core.events import EventBus, RunnerEvent
 
 __all__ = [
     "DEFAULT_SINCE",
@@ -37,11 +39,43 @@ __all__ = [
     "live_view",
     "moment_text",
     "pretty_json",
+    "served_event_reader",
     "task_view",
 ]
 
 EventReader = Callable[[str], Awaitable[Sequence[RunnerEvent]]]
 """A task id -> the task's kept events, oldest first."""
+
+_BUS_FLUSH_WITHIN: Final = 0.5
+"""Seconds a task page waits for the serving process's events to reach the store."""
+
+
+def served_event_reader(
+    store: TaskEventStore | None, bus: EventBus | None, log: TaskEventLog | None
+) -> EventReader | None:
+    """Where a served app's console reads a task's events: the task event store (after
+    the events this process published so far were handed to it and written, so a task page
+    shows every event published before it was opened), else the bus's per-task log of
+    recent events (``log``), else nowhere (``None``: the page says none are kept)."""
+    if store is not None:
+        kept = store
+
+        async def from_store(task_id: str) -> Sequence[RunnerEvent]:
+            if bus is not None:
+                await bus.flush(within=_BUS_FLUSH_WITHIN)
+            await kept.flush()
+            return await kept.for_task(task_id)
+
+        return from_store
+    if log is not None:
+        recent = log
+
+        async def from_log(task_id: str) -> Sequence[RunnerEvent]:
+            return recent.kept(task_id)
+
+        return from_log
+    return None
+
 
 DEFAULT_SINCE: Final = "24h"
 SINCE_CHOICES: Final = ("1h", "6h", "24h", "7d", "30d")
