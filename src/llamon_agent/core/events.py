@@ -28,9 +28,10 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field, fields
+from json.encoder import encode_basestring_ascii
 from typing import IO, Final, TypeAlias
 
 from llamon_agent.core.failures import FailureRecord
@@ -54,6 +55,11 @@ __all__ = [
 
 logger = logging.getLogger("llamon_agent.events")
 
+try:  # json's C encoder (what json.dumps runs); absent only without the _json module
+    from _json import make_encoder as _c_make_encoder
+except ImportError:  # pragma: no cover - CPython always has it
+    _c_make_encoder = None
+
 DEFAULT_QUEUE_SIZE: Final = 1024
 """Events a subscriber may have waiting before further ones are dropped for it."""
 
@@ -63,7 +69,7 @@ JSONL_FLUSH_EVERY: Final = 0.05
 _FAILURE_KEYS: Final = ("failure_reason", "error_code", "retryable", "message", "http_status")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RunnerEvent:
     """One thing that happened in a run, a task, a flow or a call.
 
@@ -76,6 +82,9 @@ class RunnerEvent:
     holds fields this SDK does not know, received from an upstream event: kept when
     forwarded, scrubbed by value (``scrub_forwarded``) when the event is made. ``time``
     is seconds since the epoch.
+
+    Every subscriber of a bus is handed the same event: read it, never change it (make a
+    changed copy with ``dataclasses.replace``).
     """
 
     type: str
@@ -93,7 +102,7 @@ class RunnerEvent:
 
     def __post_init__(self) -> None:
         if self.extra:
-            object.__setattr__(self, "extra", scrub_forwarded(self.extra))
+            self.extra = scrub_forwarded(self.extra)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> RunnerEvent:
@@ -146,12 +155,70 @@ def _json_default(value: object) -> object:
     return str(value)
 
 
-_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, default=_json_default)
+_ENCODER: Final = json.JSONEncoder(default=_json_default)
+"""The reference encoder: what ``event_to_json`` gives for any event (the slow path)."""
+
+_MAPPING: Final[Callable[[object, int], Iterable[str]] | None] = (
+    None
+    if _c_make_encoder is None
+    else _c_make_encoder(
+        None, _json_default, encode_basestring_ascii, None, ": ", ", ", False, False, True
+    )
+)
+"""json's C encoder, made once (``JSONEncoder.encode`` makes one per call), for a
+non-empty ``trace_metadata`` or ``extra``; no cycle check (a cycle ends in the
+reference encoder's ValueError)."""
+
+_LIMIT: Final = 1.8e308  # above the largest float: inf, -inf and nan fail ``-_LIMIT < t < _LIMIT``
 
 
-def event_to_json(event: RunnerEvent) -> str:
-    """The text of ``json.dumps(asdict(event))`` (one JSON object, no newline), made
-    without ``asdict``'s deep copy."""
+class _Unusual(Exception):
+    """A field the fast path does not encode as ``json.dumps`` would: use the reference."""
+
+
+def _mapping_json(value: object) -> str:
+    if value.__class__ is dict:
+        if not value:
+            return "{}"
+        if _MAPPING is not None:
+            return "".join(_MAPPING(value, 0))
+    raise _Unusual
+
+
+def _fast_json(
+    event: RunnerEvent,
+    _s: Callable[[str], str] = encode_basestring_ascii,
+    _float: Callable[[float], str] = float.__repr__,
+    _int: Callable[[int], str] = int.__repr__,
+) -> str:
+    """``event_to_json`` for the usual event (every field of its declared type, ``time``
+    finite, the two mappings plain dicts); raises for anything else."""
+    tool, step_id, task_id, context_id, node = (
+        event.tool,
+        event.step_id,
+        event.task_id,
+        event.context_id,
+        event.node,
+    )
+    when, number = event.time, event.round
+    if not -_LIMIT < when < _LIMIT or number is True or number is False:
+        raise _Unusual
+    meta, extra = event.trace_metadata, event.extra
+    return (
+        f'{{"type": {_s(event.type)}, "stage": {_s(event.stage)}, '
+        f'"run_id": {_s(event.run_id)}, "round": {_int(number)}, '
+        f'"tool": {"null" if tool is None else _s(tool)}, '
+        f'"step_id": {"null" if step_id is None else _s(step_id)}, '
+        f'"trace_metadata": {"{}" if meta.__class__ is dict and not meta else _mapping_json(meta)}, '
+        f'"task_id": {"null" if task_id is None else _s(task_id)}, '
+        f'"context_id": {"null" if context_id is None else _s(context_id)}, '
+        f'"node": {"null" if node is None else _s(node)}, '
+        f'"time": {_float(when)}, '
+        f'"extra": {"{}" if extra.__class__ is dict and not extra else _mapping_json(extra)}}}'
+    )
+
+
+def _reference_json(event: RunnerEvent) -> str:
     return _ENCODER.encode(
         {
             "type": event.type,
@@ -168,6 +235,18 @@ def event_to_json(event: RunnerEvent) -> str:
             "extra": event.extra,
         }
     )
+
+
+def event_to_json(event: RunnerEvent) -> str:
+    """The text of ``json.dumps(asdict(event))``: one JSON object, ASCII only (other
+    characters escaped as ``json.dumps`` does), no newline; made without ``asdict``'s
+    deep copy. A value JSON has no form for is written as ``json.dumps(...,
+    default=...)`` would: a mapping as an object, a tuple or set as a list, anything
+    else as its ``str``; a cycle raises ``ValueError``."""
+    try:
+        return _fast_json(event)
+    except Exception:  # an unusual field (or a cycle): the reference encoder decides
+        return _reference_json(event)
 
 
 def failure_metadata(record: FailureRecord) -> dict[str, object]:
@@ -265,6 +344,15 @@ class Subscription:
                 return
             self._loop.call_soon_threadsafe(self.offer, event)
             return
+        self._offer(event, loop)
+
+    def _offer(self, event: RunnerEvent, loop: asyncio.AbstractEventLoop) -> None:
+        """``offer`` on the running ``loop`` (the bus found it already)."""
+        if self.closed:
+            return
+        if self.inline:
+            self._deliver_inline(event)
+            return
         if len(self._queue) >= self.maxsize:
             self.dropped += 1
             return
@@ -285,6 +373,16 @@ class Subscription:
         """Deliver what waits to a plain-function subscriber (a loop callback)."""
         self._scheduled = False
         queue = self._queue
+        writer = self.callback
+        if isinstance(writer, _JsonLines):  # the whole burst in one write
+            if queue and not self.closed:
+                events = list(queue)
+                queue.clear()
+                failed = writer.write_all(events, self.name)
+                self.delivered += len(events) - failed
+                self.failed += failed
+            self._after_burst()
+            return
         while queue and not self.closed:
             event = queue.popleft()
             try:
@@ -374,6 +472,38 @@ class _JsonLines:
 
     def __call__(self, event: RunnerEvent) -> None:
         self.stream.write(event_to_json(event) + "\n")
+
+    def write_all(self, events: list[RunnerEvent], name: str) -> int:
+        """Write ``events``, one line each, in one ``write``; how many failed (an event
+        that cannot be encoded is left out and logged; a failed write fails them all)."""
+        try:
+            lines = [_fast_json(event) for event in events]
+        except Exception:  # an unusual event among them: one at a time
+            lines = []
+            for event in events:
+                try:
+                    lines.append(event_to_json(event))
+                except Exception as exc:
+                    logger.warning(
+                        "event subscriber %s raised %s on %s; ignored",
+                        name,
+                        type(exc).__name__,
+                        event.type,
+                    )
+        failed = len(events) - len(lines)
+        if lines:
+            lines.append("")
+            try:
+                self.stream.write("\n".join(lines))
+            except Exception as exc:
+                logger.warning(
+                    "event subscriber %s raised %s on %s; ignored",
+                    name,
+                    type(exc).__name__,
+                    events[0].type,
+                )
+                return len(events)
+        return failed
 
     def flush(self, *, force: bool = False) -> None:
         wait = JSONL_FLUSH_EVERY - (time.monotonic() - self._last)
@@ -496,7 +626,7 @@ class EventBus:
         self._loop = loop
         for sub in self._subscriptions:
             try:
-                sub.offer(event)
+                sub._offer(event, loop)
             except Exception:  # pragma: no cover - offer is written not to raise
                 sub.dropped += 1
 
