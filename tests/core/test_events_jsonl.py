@@ -16,6 +16,7 @@ import json
 import logging
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -77,7 +78,8 @@ def test_event_to_json_is_json_dumps_of_asdict_for_generated_events(event: Runne
     text = event_to_json(event)
     assert text == _reference(event)
     assert json.loads(text) == json.loads(_reference(event))
-    assert text.isascii() and "\n" not in text
+    assert text.isascii()
+    assert "\n" not in text
 
 
 @_SETTINGS
@@ -130,7 +132,8 @@ def test_unusual_fields_get_what_json_dumps_gives_them() -> None:
     assert '"time": NaN' in event_to_json(odd)
     whole = RunnerEvent("a", "b", time=12)  # an int time stays an int
     assert event_to_json(whole) == _reference(whole)
-    keyed = RunnerEvent("a", "b", trace_metadata={1: "one", None: "none", 2.5: "x"})
+    keys: dict[Any, object] = {1: "one", None: "none", 2.5: "x"}  # JSON's key forms
+    keyed = RunnerEvent("a", "b", trace_metadata=keys)
     assert event_to_json(keyed) == _reference(keyed)
 
 

@@ -20,6 +20,7 @@ into the server's bus, stamped with the task's ids, without any wiring.
 
 from __future__ import annotations
 
+import _json
 import asyncio
 import contextlib
 import inspect
@@ -28,7 +29,7 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field, fields
 from json.encoder import encode_basestring_ascii
@@ -55,10 +56,6 @@ __all__ = [
 
 logger = logging.getLogger("llamon_agent.events")
 
-try:  # json's C encoder (what json.dumps runs); absent only without the _json module
-    from _json import make_encoder as _c_make_encoder
-except ImportError:  # pragma: no cover - CPython always has it
-    _c_make_encoder = None
 
 DEFAULT_QUEUE_SIZE: Final = 1024
 """Events a subscriber may have waiting before further ones are dropped for it."""
@@ -158,12 +155,8 @@ def _json_default(value: object) -> object:
 _ENCODER: Final = json.JSONEncoder(default=_json_default)
 """The reference encoder: what ``event_to_json`` gives for any event (the slow path)."""
 
-_MAPPING: Final[Callable[[object, int], Iterable[str]] | None] = (
-    None
-    if _c_make_encoder is None
-    else _c_make_encoder(
-        None, _json_default, encode_basestring_ascii, None, ": ", ", ", False, False, True
-    )
+_MAPPING: Final = _json.make_encoder(
+    None, _json_default, encode_basestring_ascii, None, ": ", ", ", False, False, True
 )
 """json's C encoder, made once (``JSONEncoder.encode`` makes one per call), for a
 non-empty ``trace_metadata`` or ``extra``; no cycle check (a cycle ends in the
@@ -177,12 +170,9 @@ class _Unusual(Exception):
 
 
 def _mapping_json(value: object) -> str:
-    if value.__class__ is dict:
-        if not value:
-            return "{}"
-        if _MAPPING is not None:
-            return "".join(_MAPPING(value, 0))
-    raise _Unusual
+    if value.__class__ is not dict:
+        raise _Unusual
+    return "{}" if not value else "".join(_MAPPING(value, 0))
 
 
 def _fast_json(
@@ -204,17 +194,18 @@ def _fast_json(
     if not -_LIMIT < when < _LIMIT or number is True or number is False:
         raise _Unusual
     meta, extra = event.trace_metadata, event.extra
+    meta_json = "{}" if meta.__class__ is dict and not meta else _mapping_json(meta)
+    extra_json = "{}" if extra.__class__ is dict and not extra else _mapping_json(extra)
     return (
         f'{{"type": {_s(event.type)}, "stage": {_s(event.stage)}, '
         f'"run_id": {_s(event.run_id)}, "round": {_int(number)}, '
         f'"tool": {"null" if tool is None else _s(tool)}, '
         f'"step_id": {"null" if step_id is None else _s(step_id)}, '
-        f'"trace_metadata": {"{}" if meta.__class__ is dict and not meta else _mapping_json(meta)}, '
+        f'"trace_metadata": {meta_json}, '
         f'"task_id": {"null" if task_id is None else _s(task_id)}, '
         f'"context_id": {"null" if context_id is None else _s(context_id)}, '
         f'"node": {"null" if node is None else _s(node)}, '
-        f'"time": {_float(when)}, '
-        f'"extra": {"{}" if extra.__class__ is dict and not extra else _mapping_json(extra)}}}'
+        f'"time": {_float(when)}, "extra": {extra_json}}}'
     )
 
 
