@@ -63,6 +63,8 @@ DEFAULT_QUEUE_SIZE: Final = 1024
 JSONL_FLUSH_EVERY: Final = 0.05
 """Seconds between two flushes of a JSON-lines subscriber's stream (at most)."""
 
+_now: Final = time.time
+
 _FAILURE_KEYS: Final = ("failure_reason", "error_code", "retryable", "message", "http_status")
 
 
@@ -78,7 +80,7 @@ class RunnerEvent:
     and ``http_status`` when known, then the failure's evidence (allow-listed). ``extra``
     holds fields this SDK does not know, received from an upstream event: kept when
     forwarded, scrubbed by value (``scrub_forwarded``) when the event is made. ``time``
-    is seconds since the epoch.
+    is seconds since the epoch (now, when not given; an omitted mapping is ``{}``).
 
     Every subscriber of a bus is handed the same event: read it, never change it (make a
     changed copy with ``dataclasses.replace``).
@@ -97,9 +99,34 @@ class RunnerEvent:
     time: float = field(default_factory=time.time)
     extra: Mapping[str, object] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        if self.extra:
-            self.extra = scrub_forwarded(self.extra)
+    def __init__(
+        self,
+        type: str,
+        stage: str,
+        run_id: str = "",
+        round: int = 0,
+        tool: str | None = None,
+        step_id: str | None = None,
+        trace_metadata: Mapping[str, object] | None = None,
+        task_id: str | None = None,
+        context_id: str | None = None,
+        node: str | None = None,
+        time: float | None = None,
+        extra: Mapping[str, object] | None = None,
+    ) -> None:
+        # written out, not generated: events are made on hot paths (no __post_init__ call)
+        self.type = type
+        self.stage = stage
+        self.run_id = run_id
+        self.round = round
+        self.tool = tool
+        self.step_id = step_id
+        self.trace_metadata = {} if trace_metadata is None else trace_metadata
+        self.task_id = task_id
+        self.context_id = context_id
+        self.node = node
+        self.time = _now() if time is None else time
+        self.extra = scrub_forwarded(extra) if extra else {}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> RunnerEvent:
@@ -616,6 +643,14 @@ class EventBus:
             return
         self._loop = loop
         for sub in self._subscriptions:
+            if sub.inline:  # in line, here (one call less on the hot path)
+                if not sub.closed:
+                    try:
+                        sub.callback(event)
+                        sub.delivered += 1
+                    except Exception as exc:
+                        sub._raised(exc, event)
+                continue
             try:
                 sub._offer(event, loop)
             except Exception:  # pragma: no cover - offer is written not to raise
