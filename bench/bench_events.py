@@ -1,6 +1,6 @@
 """Events benchmark: what runner events cost a loop round and an A2A request.
 
-    python bench/bench_events.py            # the real figures (~2 minutes on 2 cores)
+    python bench/bench_events.py            # the real figures (~30 s on 2 cores)
     python bench/bench_events.py --quick    # a short run: does the benchmark still work?
     python bench/bench_events.py --baseline main
 
