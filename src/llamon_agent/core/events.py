@@ -405,7 +405,7 @@ class Subscription:
             event = queue.popleft()
             try:
                 maybe = self.callback(event)
-                if inspect.isawaitable(maybe):  # it answers awaitables: read it as async
+                if maybe is not None and inspect.isawaitable(maybe):  # an awaitable: async
                     self._asynchronous = True
                     self._task = asyncio.get_running_loop().create_task(self._drain(maybe))
                     return
@@ -446,7 +446,7 @@ class Subscription:
             event = queue.popleft()
             try:
                 maybe = self.callback(event)
-                if inspect.isawaitable(maybe):
+                if maybe is not None and inspect.isawaitable(maybe):
                     await maybe
                 self.delivered += 1
             except asyncio.CancelledError:
@@ -476,9 +476,10 @@ class Subscription:
 
 
 class _JsonLines:
-    """Writes one ``json.dumps(asdict(event))`` per line to a stream; flushed when the
-    subscriber's queue empties, at most every ``JSONL_FLUSH_EVERY`` seconds (a later
-    flush is scheduled), and at once by ``flush(force=True)``."""
+    """Writes one ``json.dumps(asdict(event))`` per line to a stream (``event_to_json``),
+    each burst of events in one ``write`` (``write_all``, called by its subscription);
+    flushed when the subscriber's queue empties, at most every ``JSONL_FLUSH_EVERY``
+    seconds (a later flush is scheduled), and at once by ``flush(force=True)``."""
 
     __slots__ = ("_last", "_timer", "close_after", "stream")
 
