@@ -303,14 +303,7 @@ class CustomAgentExecutor(AgentExecutor):
             return
         task = run.task if isinstance(run, _Run) else run
         bus.publish(
-            RunnerEvent(
-                type_,
-                stage,
-                trace_metadata=metadata or {},
-                task_id=task.id,
-                context_id=task.context_id,
-                node=node,
-            )
+            RunnerEvent(type_, stage, "", 0, None, None, metadata, task.id, task.context_id, node)
         )
 
     def _end_event(

@@ -20,6 +20,7 @@ into the server's bus, stamped with the task's ids, without any wiring.
 
 from __future__ import annotations
 
+import _json
 import asyncio
 import contextlib
 import inspect
@@ -31,6 +32,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field, fields
+from json.encoder import encode_basestring_ascii
 from typing import IO, Final, TypeAlias
 
 from llamon_agent.core.failures import FailureRecord
@@ -60,10 +62,12 @@ DEFAULT_QUEUE_SIZE: Final = 1024
 JSONL_FLUSH_EVERY: Final = 0.05
 """Seconds between two flushes of a JSON-lines subscriber's stream (at most)."""
 
+_now: Final = time.time
+
 _FAILURE_KEYS: Final = ("failure_reason", "error_code", "retryable", "message", "http_status")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RunnerEvent:
     """One thing that happened in a run, a task, a flow or a call.
 
@@ -75,7 +79,10 @@ class RunnerEvent:
     and ``http_status`` when known, then the failure's evidence (allow-listed). ``extra``
     holds fields this SDK does not know, received from an upstream event: kept when
     forwarded, scrubbed by value (``scrub_forwarded``) when the event is made. ``time``
-    is seconds since the epoch.
+    is seconds since the epoch (now, when not given; an omitted mapping is ``{}``).
+
+    Every subscriber of a bus is handed the same event: read it, never change it (make a
+    changed copy with ``dataclasses.replace``).
     """
 
     type: str
@@ -91,9 +98,34 @@ class RunnerEvent:
     time: float = field(default_factory=time.time)
     extra: Mapping[str, object] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        if self.extra:
-            object.__setattr__(self, "extra", scrub_forwarded(self.extra))
+    def __init__(
+        self,
+        type: str,
+        stage: str,
+        run_id: str = "",
+        round: int = 0,
+        tool: str | None = None,
+        step_id: str | None = None,
+        trace_metadata: Mapping[str, object] | None = None,
+        task_id: str | None = None,
+        context_id: str | None = None,
+        node: str | None = None,
+        time: float | None = None,
+        extra: Mapping[str, object] | None = None,
+    ) -> None:
+        # written out, not generated: events are made on hot paths (no __post_init__ call)
+        self.type = type
+        self.stage = stage
+        self.run_id = run_id
+        self.round = round
+        self.tool = tool
+        self.step_id = step_id
+        self.trace_metadata = {} if trace_metadata is None else trace_metadata
+        self.task_id = task_id
+        self.context_id = context_id
+        self.node = node
+        self.time = _now() if time is None else time
+        self.extra = scrub_forwarded(extra) if extra else {}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> RunnerEvent:
@@ -146,12 +178,64 @@ def _json_default(value: object) -> object:
     return str(value)
 
 
-_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, default=_json_default)
+_ENCODER: Final = json.JSONEncoder(default=_json_default)
+"""The reference encoder: what ``event_to_json`` gives for any event (the slow path)."""
+
+_MAPPING: Final = _json.make_encoder(
+    None, _json_default, encode_basestring_ascii, None, ": ", ", ", False, False, True
+)
+"""json's C encoder, made once (``JSONEncoder.encode`` makes one per call), for a
+non-empty ``trace_metadata`` or ``extra``; no cycle check (a cycle ends in the
+reference encoder's ValueError)."""
+
+_LIMIT: Final = 1.8e308  # above the largest float: inf, -inf and nan fail ``-_LIMIT < t < _LIMIT``
 
 
-def event_to_json(event: RunnerEvent) -> str:
-    """The text of ``json.dumps(asdict(event))`` (one JSON object, no newline), made
-    without ``asdict``'s deep copy."""
+class _Unusual(Exception):
+    """A field the fast path does not encode as ``json.dumps`` would: use the reference."""
+
+
+def _mapping_json(value: object) -> str:
+    if value.__class__ is not dict:
+        raise _Unusual
+    return "{}" if not value else "".join(_MAPPING(value, 0))
+
+
+def _fast_json(
+    event: RunnerEvent,
+    _s: Callable[[str], str] = encode_basestring_ascii,
+    _float: Callable[[float], str] = float.__repr__,
+    _int: Callable[[int], str] = int.__repr__,
+) -> str:
+    """``event_to_json`` for the usual event (every field of its declared type, ``time``
+    finite, the two mappings plain dicts); raises for anything else."""
+    tool, step_id, task_id, context_id, node = (
+        event.tool,
+        event.step_id,
+        event.task_id,
+        event.context_id,
+        event.node,
+    )
+    when, number = event.time, event.round
+    if not -_LIMIT < when < _LIMIT or number is True or number is False:
+        raise _Unusual
+    meta, extra = event.trace_metadata, event.extra
+    meta_json = "{}" if meta.__class__ is dict and not meta else _mapping_json(meta)
+    extra_json = "{}" if extra.__class__ is dict and not extra else _mapping_json(extra)
+    return (
+        f'{{"type": {_s(event.type)}, "stage": {_s(event.stage)}, '
+        f'"run_id": {_s(event.run_id)}, "round": {_int(number)}, '
+        f'"tool": {"null" if tool is None else _s(tool)}, '
+        f'"step_id": {"null" if step_id is None else _s(step_id)}, '
+        f'"trace_metadata": {meta_json}, '
+        f'"task_id": {"null" if task_id is None else _s(task_id)}, '
+        f'"context_id": {"null" if context_id is None else _s(context_id)}, '
+        f'"node": {"null" if node is None else _s(node)}, '
+        f'"time": {_float(when)}, "extra": {extra_json}}}'
+    )
+
+
+def _reference_json(event: RunnerEvent) -> str:
     return _ENCODER.encode(
         {
             "type": event.type,
@@ -168,6 +252,18 @@ def event_to_json(event: RunnerEvent) -> str:
             "extra": event.extra,
         }
     )
+
+
+def event_to_json(event: RunnerEvent) -> str:
+    """The text of ``json.dumps(asdict(event))``: one JSON object, ASCII only (other
+    characters escaped as ``json.dumps`` does), no newline; made without ``asdict``'s
+    deep copy. A value JSON has no form for is written as ``json.dumps(...,
+    default=...)`` would: a mapping as an object, a tuple or set as a list, anything
+    else as its ``str``; a cycle raises ``ValueError``."""
+    try:
+        return _fast_json(event)
+    except Exception:  # an unusual field (or a cycle): the reference encoder decides
+        return _reference_json(event)
 
 
 def failure_metadata(record: FailureRecord) -> dict[str, object]:
@@ -265,6 +361,15 @@ class Subscription:
                 return
             self._loop.call_soon_threadsafe(self.offer, event)
             return
+        self._offer(event, loop)
+
+    def _offer(self, event: RunnerEvent, loop: asyncio.AbstractEventLoop) -> None:
+        """``offer`` on the running ``loop`` (the bus found it already)."""
+        if self.closed:
+            return
+        if self.inline:
+            self._deliver_inline(event)
+            return
         if len(self._queue) >= self.maxsize:
             self.dropped += 1
             return
@@ -285,11 +390,21 @@ class Subscription:
         """Deliver what waits to a plain-function subscriber (a loop callback)."""
         self._scheduled = False
         queue = self._queue
+        writer = self.callback
+        if isinstance(writer, _JsonLines):  # the whole burst in one write
+            if queue and not self.closed:
+                events = list(queue)
+                queue.clear()
+                failed = writer.write_all(events, self.name)
+                self.delivered += len(events) - failed
+                self.failed += failed
+            self._after_burst()
+            return
         while queue and not self.closed:
             event = queue.popleft()
             try:
                 maybe = self.callback(event)
-                if inspect.isawaitable(maybe):  # it answers awaitables: read it as async
+                if maybe is not None and inspect.isawaitable(maybe):  # an awaitable: async
                     self._asynchronous = True
                     self._task = asyncio.get_running_loop().create_task(self._drain(maybe))
                     return
@@ -330,7 +445,7 @@ class Subscription:
             event = queue.popleft()
             try:
                 maybe = self.callback(event)
-                if inspect.isawaitable(maybe):
+                if maybe is not None and inspect.isawaitable(maybe):
                     await maybe
                 self.delivered += 1
             except asyncio.CancelledError:
@@ -360,9 +475,10 @@ class Subscription:
 
 
 class _JsonLines:
-    """Writes one ``json.dumps(asdict(event))`` per line to a stream; flushed when the
-    subscriber's queue empties, at most every ``JSONL_FLUSH_EVERY`` seconds (a later
-    flush is scheduled), and at once by ``flush(force=True)``."""
+    """Writes one ``json.dumps(asdict(event))`` per line to a stream (``event_to_json``),
+    each burst of events in one ``write`` (``write_all``, called by its subscription);
+    flushed when the subscriber's queue empties, at most every ``JSONL_FLUSH_EVERY``
+    seconds (a later flush is scheduled), and at once by ``flush(force=True)``."""
 
     __slots__ = ("_last", "_timer", "close_after", "stream")
 
@@ -374,6 +490,38 @@ class _JsonLines:
 
     def __call__(self, event: RunnerEvent) -> None:
         self.stream.write(event_to_json(event) + "\n")
+
+    def write_all(self, events: list[RunnerEvent], name: str) -> int:
+        """Write ``events``, one line each, in one ``write``; how many failed (an event
+        that cannot be encoded is left out and logged; a failed write fails them all)."""
+        try:
+            lines = [_fast_json(event) for event in events]
+        except Exception:  # an unusual event among them: one at a time
+            lines = []
+            for event in events:
+                try:
+                    lines.append(event_to_json(event))
+                except Exception as exc:
+                    logger.warning(
+                        "event subscriber %s raised %s on %s; ignored",
+                        name,
+                        type(exc).__name__,
+                        event.type,
+                    )
+        failed = len(events) - len(lines)
+        if lines:
+            lines.append("")
+            try:
+                self.stream.write("\n".join(lines))
+            except Exception as exc:
+                logger.warning(
+                    "event subscriber %s raised %s on %s; ignored",
+                    name,
+                    type(exc).__name__,
+                    events[0].type,
+                )
+                return len(events)
+        return failed
 
     def flush(self, *, force: bool = False) -> None:
         wait = JSONL_FLUSH_EVERY - (time.monotonic() - self._last)
@@ -495,8 +643,12 @@ class EventBus:
             return
         self._loop = loop
         for sub in self._subscriptions:
+            if sub.inline:  # straight to it (one call less on the hot path)
+                if not sub.closed:
+                    sub._deliver_inline(event)
+                continue
             try:
-                sub.offer(event)
+                sub._offer(event, loop)
             except Exception:  # pragma: no cover - offer is written not to raise
                 sub.dropped += 1
 

@@ -44,6 +44,7 @@ escalated call emits only ``step.started``).
 from __future__ import annotations
 
 import inspect
+from collections.abc import Awaitable
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -156,14 +157,16 @@ class ToolDispatcher:
         cancellation).
         """
         observed = self.events.observed  # (no event is built for no one)
-        if observed:
-            await self.events.emit(
+        if observed:  # post, no coroutine without a handler (each tool call)
+            pending = self.events.post(
                 "step.started",
                 Stage.TOOL_LOOP,
                 round_number=round_number,
                 tool=call.name,
                 step_id=call.id,
             )
+            if pending is not None:
+                await pending
         known = isinstance(call.name, str) and self.tools.get(call.name) is not None
         name = call.name if known else UNKNOWN_TOOL  # a made-up name is neither shown nor counted
         with tool_span(name, str(call.id)) as span:
@@ -182,7 +185,9 @@ class ToolDispatcher:
         if failed_record is not None:
             self._failures.append(failed_record)
         if observed:
-            await self._step_ended(call, failed_record, round_number)
+            pending = self._step_ended(call, failed_record, round_number)
+            if pending is not None:
+                await pending
         return ToolMessage(
             tool_call_id=call.id,
             name=call.name,
@@ -190,11 +195,12 @@ class ToolDispatcher:
             is_error=result.is_error,
         )
 
-    async def _step_ended(
+    def _step_ended(
         self, call: RawToolCall, failed: FailureRecord | None, round_number: int
-    ) -> None:
+    ) -> Awaitable[None] | None:
+        """Post ``step.completed`` or ``step.failed``; what is returned must be awaited."""
         if failed is None:
-            await self.events.emit(
+            pending = self.events.post(
                 "step.completed",
                 Stage.TOOL_LOOP,
                 round_number=round_number,
@@ -202,7 +208,7 @@ class ToolDispatcher:
                 step_id=call.id,
             )
         else:
-            await self.events.emit(
+            pending = self.events.post(
                 "step.failed",
                 failed.stage,
                 round_number=round_number,
@@ -210,6 +216,7 @@ class ToolDispatcher:
                 step_id=call.id,
                 metadata=failure_metadata(failed),
             )
+        return pending
 
     # ---------------------------------------------------------------- the checks, in order
 

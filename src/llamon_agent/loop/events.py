@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+from collections.abc import Awaitable
 from typing import TypeAlias
 
 from llamon_agent.core.events import (
@@ -85,6 +86,38 @@ class EventSink:
         """Whether an event emitted now reaches anyone (a handler, or a bus subscriber)."""
         return self.handler is not None or (self.bus is not None and self.bus.active)
 
+    def post(
+        self,
+        type_: str,
+        stage: str,
+        *,
+        round_number: int,
+        tool: str | None = None,
+        step_id: str | None = None,
+        metadata: dict[str, object] | None = None,
+    ) -> Awaitable[None] | None:
+        """``emit`` without a coroutine when there is no handler: the event is built and
+        published at once; what is returned (the handler's call) must be awaited."""
+        bus = self.bus
+        live = bus is not None and bus.active
+        handler = self.handler
+        if handler is None and not live:
+            return None
+        event = RunnerEvent(
+            type_,
+            stage,
+            self.run_id,
+            round_number,
+            tool,
+            step_id,
+            metadata,
+            self.task_id,
+            self.context_id,
+        )
+        if live and bus is not None:
+            bus.publish(event)
+        return None if handler is None else self._handle(handler, event)
+
     async def emit(
         self,
         type_: str,
@@ -96,28 +129,19 @@ class EventSink:
         metadata: dict[str, object] | None = None,
     ) -> None:
         """Send one event of this run to the handler (see the module docstring)."""
-        bus = self.bus
-        live = bus is not None and bus.active
-        if self.handler is None and not live:
-            return
-        event = RunnerEvent(
-            type_,
-            stage,
-            self.run_id,
-            round_number,
-            tool,
-            step_id,
-            metadata or {},
-            self.task_id,
-            self.context_id,
+        pending = self.post(
+            type_, stage, round_number=round_number, tool=tool, step_id=step_id, metadata=metadata
         )
-        if live and bus is not None:
-            bus.publish(event)
-        if self.handler is None:
-            return
+        if pending is not None:
+            await pending
+
+    @staticmethod
+    async def _handle(handler: EventHandler, event: RunnerEvent) -> None:
         try:
-            maybe = self.handler(event)
+            maybe = handler(event)
             if inspect.isawaitable(maybe):
                 await maybe
         except Exception as exc:
-            logger.warning("on_event handler raised %s on %s; ignored", type(exc).__name__, type_)
+            logger.warning(
+                "on_event handler raised %s on %s; ignored", type(exc).__name__, event.type
+            )

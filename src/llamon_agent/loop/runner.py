@@ -36,7 +36,7 @@ run again.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from typing import Final
 
 from llamon_agent.core.classify import Classification, classify_exception
@@ -151,12 +151,15 @@ class _Run:
             )
         self._count(response)
         calls = tuple(response.tool_calls or ())
-        if self.events.observed:
-            await self._emit(
+        if self.events.observed:  # each round: post, no coroutine without a handler
+            pending = self.events.post(
                 "model.completed",
                 Stage.MODEL_CALL,
-                {"tool_call_count": len(calls), "retries_count": response.retries},
+                round_number=self.rounds,
+                metadata={"tool_call_count": len(calls), "retries_count": response.retries},
             )
+            if pending is not None:
+                await pending
         self.transcript.append(AssistantMessage(content=response.content, tool_calls=calls))
         if not calls:
             text = response.content if isinstance(response.content, str) else ""
@@ -200,9 +203,11 @@ class _Run:
             if isinstance(amount, int):
                 self.usage[key] = self.usage.get(key, 0) + amount
 
-    def _emit(self, type_: str, stage: str, metadata: dict[str, object]) -> Awaitable[None]:
-        """A run-level event of the current round (await it)."""
-        return self.events.emit(type_, stage, round_number=self.rounds, metadata=metadata)
+    async def _emit(self, type_: str, stage: str, metadata: dict[str, object]) -> None:
+        """A run-level event of the current round (``EventSink.post``)."""
+        pending = self.events.post(type_, stage, round_number=self.rounds, metadata=metadata)
+        if pending is not None:
+            await pending
 
     async def _invalid_response(self, message: str, evidence: dict[str, object]) -> LoopOutcome:
         record = FailureRecord.of(
