@@ -326,7 +326,7 @@ def console_command(
 
     from llamon_agent.a2a.console.standalone import serve_console
     from llamon_agent.a2a.serve import bind_socket
-    from llamon_agent.a2a.stores.failures_cli import _with_store
+    from llamon_agent.a2a.stores.failures_cli import with_store
 
     try:
         checked_port = _checked_port(port)
@@ -350,7 +350,7 @@ def console_command(
         finally:
             sock.close()
 
-    asyncio.run(_with_store("console", database_url, home, run))
+    asyncio.run(with_store("console", database_url, home, run))
 
 
 def _check_metrics_extra() -> None:

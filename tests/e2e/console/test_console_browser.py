@@ -9,6 +9,7 @@ ends by asserting the agent still answers the next A2A request.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -171,7 +172,9 @@ async def test_the_task_page_shows_the_partial_artifact_error_data_and_record(
     await expect(record).to_contain_text("The invoice search timed out.")
     await expect(record).to_contain_text(TIMEOUT_ACTION)
     await expect(page.locator('#event-timeline tr[data-type="task.failed"]')).to_have_count(1)
-    await expect(page.locator("#trace-id")).to_have_text("-")
+    # a trace id when an OpenTelemetry SDK records in this process (another test may set
+    # one), else "-"
+    await expect(page.locator("#trace-id")).to_have_text(re.compile(r"^(-|[0-9a-f]{32})$"))
     await _shot(page, "task")
     assert served.errors == []
     await still_answers(served.url)

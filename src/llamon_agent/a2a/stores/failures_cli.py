@@ -55,6 +55,7 @@ __all__ = [
     "parse_since",
     "task_command",
     "tasks_command",
+    "with_store",
 ]
 
 T = TypeVar("T")
@@ -110,13 +111,16 @@ def operator_action(reason: str, stored: str | None = None) -> str:
     return spec.operator_action if spec is not None else (stored or "")
 
 
-async def _with_store(
+async def with_store(
     command: str,
     database_url: str | None,
     home: Path | None,
     use: Callable[[Stores], Awaitable[T]],
 ) -> T:
-    """Open the store ``llamon serve`` writes, run ``use`` on it, close it."""
+    """Open the store ``llamon serve`` writes (PostgreSQL at ``database_url``, else the
+    SQLite file under ``home``), only to read (nothing is pruned), run ``use`` on it and
+    close it; a store that cannot be found or opened prints one line naming ``command``
+    and exits with status 1."""
     try:
         if database_url:
             stores = await open_stores(
@@ -236,7 +240,7 @@ def failures_command(
             return [], await stores.failures.group_by(group, query)
         return (await stores.failures.query(query)).rows, []
 
-    rows, counts = asyncio.run(_with_store("failures", database_url, home, read))
+    rows, counts = asyncio.run(with_store("failures", database_url, home, read))
     console = Console()
     if group is not None:
         if as_json:
@@ -325,7 +329,7 @@ def tasks_command(
         return await recent_tasks(stores, state=state, limit=limit)
 
     lines = [
-        _task_line(task) for task in asyncio.run(_with_store("tasks", database_url, home, read))
+        _task_line(task) for task in asyncio.run(with_store("tasks", database_url, home, read))
     ]
     if as_json:
         typer.echo(json.dumps({"tasks": lines}, ensure_ascii=False, indent=2))
@@ -398,7 +402,7 @@ def task_command(
         events = await stores.events.for_task(task_id, limit=_SHOWN_EVENTS) if stores.events else []
         return task, failures.rows, events
 
-    task, failures, events = asyncio.run(_with_store("task", database_url, home, read))
+    task, failures, events = asyncio.run(with_store("task", database_url, home, read))
     if task is None:
         _fail("task", f"no task {task_id!r} in this store.", 1)
     error = error_data_of(task)
