@@ -40,7 +40,11 @@ from llamon_agent.a2a.stores.failures import (
     page_of,
     sort_counts,
 )
-from llamon_agent.a2a.stores.retention import FailureRetention, prune_statements
+from llamon_agent.a2a.stores.retention import (
+    FailureRetention,
+    prune_statements,
+    sqlite_prune_job,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -117,9 +121,6 @@ _INSERT: Final = (
     f" VALUES ({', '.join(':' + column for column in _COLUMNS)})"
 )
 _SELECT: Final = f"SELECT id, {', '.join(_COLUMNS)} FROM {FAILURE_TABLE}"  # noqa: S608
-
-_ANALYSIS_LIMIT: Final = 1000
-"""Rows ``ANALYZE`` samples per index when the SQLite store prunes."""
 
 
 def _params(failure: StoredFailure) -> dict[str, Any]:
@@ -279,17 +280,8 @@ class SQLiteFailureStore(FailureStore):
         """Delete failures past the retention and refresh the planner's statistics, in one
         commit; returns how many rows went."""
         moment = time.time() if now is None else now
-        statements = prune_statements(FAILURE_TABLE, self.retention, moment, sqlite=True)
-
-        def run(connection: sqlite3.Connection) -> int:
-            removed = sum(connection.execute(sql, params).rowcount for sql, params in statements)
-            # fresh statistics (sampled: ~1 ms) let the planner pick the time index for a
-            # short range and a column's index for a long one
-            connection.execute(f"PRAGMA analysis_limit = {_ANALYSIS_LIMIT}")
-            connection.execute(f"ANALYZE {FAILURE_TABLE}")
-            return removed
-
-        return await self.database.write_returning(run)
+        job = sqlite_prune_job(FAILURE_TABLE, self.retention, moment)
+        return await self.database.write_returning(job)
 
 
 async def create_postgres_failure_table(connection: AsyncConnection) -> None:

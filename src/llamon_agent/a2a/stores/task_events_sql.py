@@ -22,7 +22,11 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from llamon_agent.a2a.stores.retention import EventRetention, prune_statements
+from llamon_agent.a2a.stores.retention import (
+    EventRetention,
+    prune_statements,
+    sqlite_prune_job,
+)
 from llamon_agent.a2a.stores.task_events import TaskEventStore, event_from_json
 from llamon_agent.core.events import RunnerEvent, event_to_json
 
@@ -69,8 +73,6 @@ _SELECT: Final = (  # the newest ``limit`` of the task, given oldest first
     f"SELECT event FROM (SELECT id, event FROM {TASK_EVENT_TABLE}"  # noqa: S608 - constants
     " WHERE task_id = :task_id ORDER BY id DESC LIMIT :limit) AS newest ORDER BY id"
 )
-_ANALYSIS_LIMIT: Final = 1000
-"""Rows ``ANALYZE`` samples per index when the SQLite store prunes."""
 
 
 def _rows(events: Sequence[RunnerEvent]) -> list[dict[str, Any]]:
@@ -117,15 +119,8 @@ class SQLiteTaskEventStore(TaskEventStore):
         """Delete events past the retention and refresh the planner's statistics, in one
         commit; returns how many rows went."""
         moment = time.time() if now is None else now
-        statements = prune_statements(TASK_EVENT_TABLE, self.retention, moment, sqlite=True)
-
-        def run(connection: sqlite3.Connection) -> int:
-            removed = sum(connection.execute(sql, params).rowcount for sql, params in statements)
-            connection.execute(f"PRAGMA analysis_limit = {_ANALYSIS_LIMIT}")
-            connection.execute(f"ANALYZE {TASK_EVENT_TABLE}")
-            return removed
-
-        return await self.database.write_returning(run)
+        job = sqlite_prune_job(TASK_EVENT_TABLE, self.retention, moment)
+        return await self.database.write_returning(job)
 
 
 async def create_postgres_task_event_table(connection: AsyncConnection) -> None:
