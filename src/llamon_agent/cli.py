@@ -233,6 +233,14 @@ def serve_command(
             help="Serve GET /metrics (Prometheus text; needs llamon-agent[otel]).",
         ),
     ] = False,
+    no_keep_events: Annotated[
+        bool,
+        typer.Option(
+            "--no-keep-events",
+            help="Do not keep each task's runner events in the store (llamon task ID and "
+            "the console then show none).",
+        ),
+    ] = False,
     console: Annotated[
         bool,
         typer.Option(
@@ -262,6 +270,7 @@ def serve_command(
             access_log=access_log,
             push_policy=_push_policy(push_allow),
             metrics=metrics,
+            keep_events=not no_keep_events,
         )
         if metrics:
             _check_metrics_extra()

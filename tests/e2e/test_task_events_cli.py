@@ -95,6 +95,22 @@ async def test_llamon_serve_keeps_a_failed_tasks_events_and_llamon_task_shows_th
     ]
 
 
+async def test_llamon_serve_no_keep_events_keeps_none(tmp_path: Path) -> None:
+    async with (
+        llamon_serve(tmp_path, "--no-keep-events") as (_, url),
+        httpx.AsyncClient(timeout=10) as http,
+    ):
+        failed = (await rpc(http, url, "message/send", {"message": _message("upstream")}))["result"]
+        assert failed["status"]["state"] == "failed"
+        done = (await rpc(http, url, "message/send", {"message": _message("hello")}))["result"]
+        assert done["status"]["state"] == "completed"  # the next request is answered
+    status, out, err = await llamon("task", failed["id"], "--home", str(tmp_path), "--json")
+    assert status == 0, err
+    shown = json.loads(out)
+    assert shown["events"] == []
+    assert [f["reason"] for f in shown["failures"]] == ["component_invoke_error"]  # still kept
+
+
 async def _serve_flow(dsn: str | None, home: Path) -> Any:
     """Send ``math`` to the example flow (it fails at ``rag_search``), served with a store
     that keeps events; the failed task."""
