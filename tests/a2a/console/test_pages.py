@@ -340,3 +340,42 @@ async def test_a_failure_holding_markup_is_shown_as_text() -> None:
         assert "&lt;img src=x onerror=alert(1)&gt;" in page
         assert 'href="/console/tasks/t-%3Cb%3E1%3C/b%3E"' in page
         await still_answers(url)
+
+
+class _BrokenEvents(MemoryTaskEventStore):
+    """A task event store whose reads fail with ``error``."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
+
+    async def for_task(self, task_id: str, *, limit: int = 1000) -> list[RunnerEvent]:
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "shown"),
+    [
+        (ConnectionRefusedError(111, "refused by db.internal:5432"), 503, "UPSTREAM_UNAVAILABLE"),
+        (RuntimeError("boom at postgres://ops:hunter2@db.internal/x"), 500, "INTERNAL_ERROR"),
+    ],
+)
+async def test_a_store_that_fails_gives_a_page_naming_the_failure_never_its_text(
+    error: Exception, status: int, shown: str
+) -> None:
+    agent = ConsoleTestAgent()
+    app = console_app(agent, console=ConsoleOptions(events=_BrokenEvents(error)))
+    async with running_server(app) as url:
+        failed = await ask(url, "quota")
+        async with _signed_in(url) as client:
+            page = await client.get(f"/console/tasks/{failed.id}")
+            assert page.status_code == status
+            assert shown in page.text
+            for secret in ("hunter2", "db.internal", "5432", "boom"):
+                assert secret not in page.text
+            if status == 500:
+                assert re.search(r"incident [0-9a-f]{12}", page.text)
+            assert page.headers["cache-control"] == "no-store"
+            following = await client.get("/console/failures")
+            assert following.status_code == 200  # the next page is answered
+        await still_answers(url)

@@ -42,6 +42,7 @@ from llamon_agent.a2a.console.reading import (
 )
 from llamon_agent.a2a.console.session import COOKIE_NAME
 from llamon_agent.core.codes import ErrorCode
+from llamon_agent.core.errors import error_data_for_exception
 
 __all__ = ["SECURITY_HEADERS", "console_routes"]
 
@@ -137,9 +138,32 @@ def console_routes(
         async def checked(request: Request) -> Response:
             if access.caller(request) is None:
                 return refused(request)
-            return await handler(request)
+            try:
+                return await handler(request)
+            except Exception as exc:  # the store failed: a page saying so, never a trace
+                return unavailable(request, exc)
 
         return checked
+
+    def unavailable(request: Request, exc: Exception) -> Response:
+        """A page that could not be read: the failure's errorCode and reason (and incident
+        id for an unexpected exception, logged with its traceback), 503 when trying again
+        may help (a store outage), else 500."""
+        data = error_data_for_exception(exc)
+        wire = data.to_wire()
+        status = 503 if data.retriable else 500
+        parts = [f"The console could not read the store: {wire['errorCode']}"]
+        parts.append(f"({wire['errorReason']})")
+        if wire.get("incidentId"):
+            parts.append(f"incident {wire['incidentId']}")
+        return render(
+            request,
+            "problem.html",
+            status,
+            title="Store unavailable" if data.retriable else "Console error",
+            parameter="",
+            message=" ".join(parts) + ("; try again shortly." if data.retriable else "."),
+        )
 
     def bad(request: Request, problem: BadParameter) -> Response:
         return render(
