@@ -56,7 +56,8 @@ async def test_triage_of_a_served_failure_prints_its_row_action_and_events(
     home = str(tmp_path)
     spec = reason_spec("component_invoke_error")
     row = package_guide().row("component_invoke_error")
-    assert spec is not None and row is not None
+    assert spec is not None
+    assert row is not None
 
     status, out, err = await llamon("triage", failed["id"], "--home", home)
     assert (status, err) == (0, "")
@@ -73,7 +74,8 @@ async def test_triage_of_a_served_failure_prints_its_row_action_and_events(
         f"  fix:         {row.fix}",
         f"operator action: {spec.operator_action}",
     ]
-    assert "task.submitted" in out and "task.failed" in out
+    assert "task.submitted" in out
+    assert "task.failed" in out
     assert "component_invoke_error / UPSTREAM_UNAVAILABLE" in out
 
     status, out, err = await llamon("triage", failed["id"], "--home", home, "--json")
