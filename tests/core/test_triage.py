@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from llamon_agent.core.catalog import reason_catalog
+from llamon_agent.core.codes import ErrorCode
 from llamon_agent.core.settings import TRIAGE_GUIDE_ENV
 from llamon_agent.core.triage import (
     TriageGuideError,
@@ -38,8 +39,24 @@ def test_every_catalog_reason_has_a_row_and_every_row_a_catalog_reason() -> None
     assert sorted(set(guide.reasons()) - set(catalog)) == []
 
 
+def test_every_error_code_has_a_fallback_row() -> None:
+    assert sorted(package_guide().code_rows) == sorted(code.value for code in ErrorCode)
+
+
+def test_a_reason_without_a_row_falls_back_to_its_error_codes_row() -> None:
+    guide = package_guide()
+    own = guide.row_for("timeout", "INTERNAL_ERROR")
+    assert own == (guide.row("timeout"), True)
+    fallback = guide.row_for("runtime_error", "INTERNAL_ERROR")
+    assert fallback == (guide.code_rows["INTERNAL_ERROR"], False)
+    assert fallback[0].reason == "INTERNAL_ERROR"
+    assert "incident id" in fallback[0].look_first
+    assert guide.row_for("runtime_error", "NOT_A_CODE") is None
+
+
 def test_every_shipped_row_has_four_non_empty_one_line_texts() -> None:
-    for row in package_guide().rows.values():
+    guide = package_guide()
+    for row in [*guide.rows.values(), *guide.code_rows.values()]:
         for text in (row.symptom, row.look_first, row.fix):
             assert text, row.reason
             assert text.strip() == text, row.reason
@@ -97,7 +114,21 @@ def test_to_dict_uses_json_keys() -> None:
             "mine.toml: row 1: missing key(s) reason",
         ),
         (ROW + ROW, "mine.toml: row 2: reason 'timeout' given twice"),
-        ("[rows]\nreason = 'x'\n", "mine.toml: unknown top-level key(s) rows; use [[row]] tables"),
+        (
+            "[rows]\nreason = 'x'\n",
+            "mine.toml: unknown top-level key(s) rows; use [[row]] and [[error_code]] tables",
+        ),
+        (
+            "[[error_code]]\nerror_code = 'SLOW'\nsymptom = 's'\nlook_first = 'l'\nfix = 'f'\n",
+            "mine.toml: error_code 1 (error_code 'SLOW'): unknown errorCode; use one of"
+            " INVALID_INPUT, AUTH_REQUIRED, NOT_FOUND, UPSTREAM_UNAVAILABLE, UPSTREAM_TIMEOUT,"
+            " RATE_LIMITED, GUARDRAIL_BLOCKED, INTERNAL_ERROR",
+        ),
+        (
+            "[[error_code]]\nreason = 'x'\nsymptom = 's'\nlook_first = 'l'\nfix = 'f'\n",
+            "mine.toml: error_code 1: unknown key(s) reason; an error_code has error_code,"
+            " symptom, look_first, fix",
+        ),
         ("row = 'x'\n", "mine.toml: row must be an array of tables ([[row]])"),
         ("row = ['x']\n", "mine.toml: row 1: expected a table ([[row]]), got str"),
     ],
@@ -142,6 +173,7 @@ def test_a_users_rows_replace_by_reason_and_add_new_reasons(
     assert guide.row("http_5xx") == shipped.row("http_5xx")
     assert guide.reasons()[-1] == "payroll_locked"
     assert len(guide.rows) == len(shipped.rows) + 1
+    assert guide.code_rows == shipped.code_rows
 
     later = tmp_path / "later.toml"
     later.write_text(ROW.replace("Page the search team.", "Call Ada."), encoding="utf-8")
@@ -158,3 +190,18 @@ def test_a_broken_user_guide_is_an_error_not_a_silent_fallback(
     monkeypatch.setenv(TRIAGE_GUIDE_ENV, str(mine))
     with pytest.raises(TriageGuideError, match=r"mine\.toml: row 1 \(reason 'timeout'\)"):
         triage_guide()
+
+
+def test_a_users_error_code_row_replaces_the_fallback(tmp_path: Path) -> None:
+    mine = tmp_path / "mine.toml"
+    mine.write_text(
+        "[[error_code]]\nerror_code = 'INTERNAL_ERROR'\nsymptom = 'A bug.'\n"
+        "look_first = 'Sentry.'\nfix = 'Fix it.'\n",
+        encoding="utf-8",
+    )
+    guide = triage_guide([mine])
+    assert guide.row_for("runtime_error", "INTERNAL_ERROR") == (
+        TriageRow("INTERNAL_ERROR", "A bug.", "Sentry.", "Fix it."),
+        False,
+    )
+    assert guide.rows == package_guide().rows

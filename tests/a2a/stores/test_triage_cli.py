@@ -62,6 +62,7 @@ def test_reason_as_json() -> None:
             "symptom": "The downstream API answered 429.",
             "lookFirst": "retryAfterMs in the error data and the API's quota.",
             "fix": "Back off (honour retryAfterMs) or raise the quota.",
+            "matched": "reason",
         },
         "catalog": {
             "reason": "rate_limited",
@@ -118,7 +119,7 @@ def test_a_users_own_reason_without_a_catalog_entry_is_shown(tmp_path: Path) -> 
     result = llamon("triage", "--reason", "payroll_locked", "--guide", str(mine))
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[-1] == (
-        "catalog: 'payroll_locked' is not in the reason catalog (another agent's reason)."
+        "catalog: 'payroll_locked' is not in the reason catalog."
     )
 
 

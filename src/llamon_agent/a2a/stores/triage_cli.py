@@ -96,16 +96,32 @@ def _known_reasons(guide: TriageGuide) -> list[str]:
     return list(dict.fromkeys([spec.reason for spec in reason_catalog()] + guide.reasons()))
 
 
-def _print_advice(reason: str, row: TriageRow | None, spec: ReasonSpec | None) -> None:
+def _advice(
+    guide: TriageGuide, reason: str, error_code: str
+) -> tuple[TriageRow | None, str | None]:
+    """The row to show for ``reason`` and how it matched (``reason`` or ``errorCode``)."""
+    found = guide.row_for(reason, error_code)
+    if found is None:
+        return None, None
+    row, own = found
+    return row, ("reason" if own else "errorCode")
+
+
+def _print_advice(
+    reason: str, row: TriageRow | None, matched: str | None, spec: ReasonSpec | None
+) -> None:
     if row is None:
         typer.echo(f"triage ({reason}): the guide has no row for this reason.")
+    elif matched == "errorCode":
+        typer.echo(f"triage ({reason}: no row of its own; the {row.reason} row)")
     else:
         typer.echo(f"triage ({reason})")
+    if row is not None:
         typer.echo(f"  symptom:     {row.symptom}")
         typer.echo(f"  look first:  {row.look_first}")
         typer.echo(f"  fix:         {row.fix}")
     if spec is None:
-        typer.echo(f"catalog: {reason!r} is not in the reason catalog (another agent's reason).")
+        typer.echo(f"catalog: {reason!r} is not in the reason catalog.")
         return
     retry = "yes" if spec.retryable else "no"
     typer.echo(f"operator action: {spec.operator_action}")
@@ -114,22 +130,27 @@ def _print_advice(reason: str, row: TriageRow | None, spec: ReasonSpec | None) -
     )
 
 
+def _triage_json(row: TriageRow | None, matched: str | None) -> dict[str, str] | None:
+    return {**row.to_dict(), "matched": matched or ""} if row is not None else None
+
+
 def _reason_only(reason: str, guide: TriageGuide, as_json: bool) -> None:
-    row, spec = guide.row(reason), reason_spec(reason)
-    if row is None and spec is None:
+    spec = reason_spec(reason)
+    if guide.row(reason) is None and spec is None:
         known = _known_reasons(guide)
         close = difflib.get_close_matches(reason, known, n=3, cutoff=0.6)
         hint = f"; close matches: {', '.join(close)}" if close else ""
         _fail(f"--reason {reason!r} is not a known reason{hint} (`llamon errors` lists them).", 2)
+    row, matched = _advice(guide, reason, spec.error_code.value if spec else "")
     if as_json:
         document = {
             "reason": reason,
-            "triage": row.to_dict() if row else None,
+            "triage": _triage_json(row, matched),
             "catalog": catalog_json(spec) if spec else None,
         }
         typer.echo(json.dumps(document, ensure_ascii=False, indent=2))
         return
-    _print_advice(reason, row, spec)
+    _print_advice(reason, row, matched, spec)
 
 
 def _failure_lines(row: StoredFailure) -> None:
@@ -193,7 +214,7 @@ def triage_command(
             "failures": [
                 {
                     **_failure_json(row),
-                    "triage": (found.to_dict() if (found := guide.row(row.reason)) else None),
+                    "triage": _triage_json(*_advice(guide, row.reason, row.error_code)),
                     "catalog": (catalog_json(spec) if (spec := reason_spec(row.reason)) else None),
                 }
                 for row in failures
@@ -206,8 +227,9 @@ def triage_command(
     typer.echo(f"task {task_id}  state {state}")
     for row in failures:
         _failure_lines(row)
-        _print_advice(row.reason, guide.row(row.reason), reason_spec(row.reason))
-        if reason_spec(row.reason) is None and row.operator_action:
+        spec = reason_spec(row.reason)
+        _print_advice(row.reason, *_advice(guide, row.reason, row.error_code), spec)
+        if spec is None and row.operator_action:
             typer.echo(f"operator action (as recorded): {row.operator_action}")
     if not all_events and events:
         typer.echo(f"related events: {len(shown)} of {len(events)} kept (--all-events: every one)")
