@@ -15,6 +15,8 @@ import httpx
 from llamon_agent.core.catalog import reason_spec
 from llamon_agent.core.triage import package_guide
 from tests._support.serve import llamon_serve, rpc
+from tests.e2e.test_failures_cli import _served_failures
+from tests.e2e.test_operator_logs import SECRET
 
 CLI_TIMEOUT = 60.0
 
@@ -88,7 +90,7 @@ async def test_triage_of_a_served_failure_prints_its_row_action_and_events(
         "UPSTREAM_UNAVAILABLE",
         "component_invoke_error",
     )
-    assert failure["triage"] == row.to_dict()
+    assert failure["triage"] == {**row.to_dict(), "matched": "reason"}
     assert failure["catalog"]["operatorAction"] == spec.operator_action
     types = [event["type"] for event in document["events"]]
     assert types[0] == "task.submitted"
@@ -103,3 +105,31 @@ async def test_triage_of_a_served_failure_prints_its_row_action_and_events(
     )
     status, out, err = await llamon("triage", "no-such-task", "--home", home)
     assert (status, err) == (1, "llamon triage: no task 'no-such-task' in this store.\n")
+
+
+async def test_triage_shows_the_fallback_row_and_never_the_raw_secret(tmp_path: Path) -> None:
+    tasks = await _served_failures(tmp_path)
+    assert tasks["hi"].status.state.value == "completed"
+    home = str(tmp_path)
+    guide = package_guide()
+
+    status, out, err = await llamon("triage", tasks["boom"].id, "--home", home, "--json")
+    assert status == 0, err
+    [failure] = json.loads(out)["failures"]
+    assert (failure["errorCode"], failure["reason"]) == ("INTERNAL_ERROR", "runtime_error")
+    assert failure["catalog"] is None
+    fallback = guide.code_rows["INTERNAL_ERROR"]
+    assert failure["triage"] == {**fallback.to_dict(), "matched": "errorCode"}
+    status, text, err = await llamon("triage", tasks["boom"].id, "--home", home)
+    assert status == 0, err
+    assert "triage (runtime_error: no row of its own; the INTERNAL_ERROR row)" in text
+    assert f"operator action (as recorded): {failure['operatorAction']}" in text
+    assert SECRET not in out + text
+    assert "api_key" not in out + text
+
+    status, out, err = await llamon("triage", tasks["s1"].id, "--home", home)
+    assert status == 0, err
+    timeout = guide.row("timeout")
+    assert timeout is not None
+    assert "failure: UPSTREAM_TIMEOUT / timeout  stage execute  tool/node search" in out
+    assert f"  fix:         {timeout.fix}" in out.splitlines()
