@@ -15,6 +15,7 @@ import httpx
 from llamon_agent.core.catalog import reason_spec
 from llamon_agent.core.triage import package_guide
 from tests._support.serve import llamon_serve, rpc
+from tests._support.stores import postgres_schema
 from tests.e2e.test_failures_cli import _served_failures
 from tests.e2e.test_operator_logs import SECRET
 
@@ -133,3 +134,15 @@ async def test_triage_shows_the_fallback_row_and_never_the_raw_secret(tmp_path: 
     assert timeout is not None
     assert "failure: UPSTREAM_TIMEOUT / timeout  stage execute  tool/node search" in out
     assert f"  fix:         {timeout.fix}" in out.splitlines()
+
+
+async def test_triage_reads_a_shared_postgresql_store(tmp_path: Path) -> None:
+    async with postgres_schema() as dsn:
+        tasks = await _served_failures(tmp_path, dsn)
+        status, out, err = await llamon("triage", tasks["s2"].id, "--database-url", dsn, "--json")
+    assert status == 0, err
+    document = json.loads(out)
+    assert [(f["taskId"], f["reason"], f["tool"]) for f in document["failures"]] == [
+        (tasks["s2"].id, "timeout", "search")
+    ]
+    assert document["failures"][0]["triage"]["matched"] == "reason"

@@ -35,6 +35,7 @@ def test_the_toml_example_is_a_valid_guide() -> None:
     (block,) = TOML
     guide = parse_guide(block, "my_guide.toml")
     assert guide.reasons() == ["timeout", "ledger_locked"]
+    assert list(guide.code_rows) == ["INTERNAL_ERROR"]
 
 
 def test_every_reason_example_prints_what_the_command_prints(
