@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import uuid
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 import httpx
 
 from llamon_agent.core.catalog import reason_spec
+from llamon_agent.core.settings import TRIAGE_GUIDE_ENV
 from llamon_agent.core.triage import package_guide
 from tests._support.serve import llamon_serve, rpc
 from tests._support.stores import postgres_schema
@@ -23,12 +25,14 @@ CLI_TIMEOUT = 60.0
 
 
 async def llamon(*args: str) -> tuple[int, str, str]:
-    """``python -m llamon_agent ARGS`` in its own process: exit status, stdout, stderr."""
+    """``python -m llamon_agent ARGS`` in its own process (no user guide): exit status,
+    stdout, stderr."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "llamon_agent",
         *args,
+        env={k: v for k, v in os.environ.items() if k != TRIAGE_GUIDE_ENV},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )

@@ -24,13 +24,14 @@ import asyncio
 import difflib
 import json
 from pathlib import Path
-from typing import Annotated, Any, Final, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 
 from llamon_agent.a2a.stores.failures import FailureQuery, StoredFailure
 from llamon_agent.a2a.stores.failures_cli import (
+    _SHOWN_EVENTS,
     AsJson,
     DatabaseUrl,
     Home,
@@ -45,9 +46,6 @@ from llamon_agent.core.events import RunnerEvent
 from llamon_agent.core.triage import TriageGuide, TriageGuideError, TriageRow, triage_guide
 
 __all__ = ["catalog_json", "related_events", "triage_command"]
-
-_SHOWN_EVENTS: Final = 1000
-"""The most kept events read for one task (the newest)."""
 
 
 def _fail(message: str, code: int) -> NoReturn:
