@@ -39,6 +39,7 @@ from llamon_agent.a2a.stores.failures_cli import (
     task_command,
     tasks_command,
 )
+from llamon_agent.a2a.stores.triage_cli import triage_command
 from llamon_agent.cli_errors import UserError, listen_problem, store_problem
 from llamon_agent.core.catalog import reason_catalog
 from llamon_agent.core.classify import registered_rules
@@ -72,6 +73,7 @@ app.add_typer(card_app, name="card", help="Build and check agent cards.")
 app.command("failures")(failures_command)
 app.command("tasks")(tasks_command)
 app.command("task")(task_command)
+app.command("triage")(triage_command)
 
 
 @app.callback()

@@ -26,6 +26,8 @@ operator can change a variable before the part that reads it starts.
 * ``LLAMON_EVENTS_MAX_ROWS`` -- kept runner events; default 1000000 (oldest go first).
 * ``LLAMON_API_KEY``, ``LLAMON_BEARER_TOKEN`` -- ``llamon serve``: the API key or bearer
   token callers must send; none by default.
+* ``LLAMON_TRIAGE_GUIDE`` -- ``llamon triage``: a TOML file of triage rows that add to or
+  replace the shipped guide's, by reason; none by default.
 
 ``StoreKind`` names where tasks and flow checkpoints live (``open_stores()`` picks
 ``postgres`` when ``LLAMON_DATABASE_URL`` is set, else ``sqlite``).
@@ -54,6 +56,7 @@ __all__ = [
     "SCRUB_KEY_ENV",
     "SCRUB_LOGS_ENV",
     "STORE_KINDS",
+    "TRIAGE_GUIDE_ENV",
     "WORKER_ID_ENV",
     "StoreKind",
     "console_secret_setting",
@@ -128,6 +131,9 @@ BEARER_TOKEN_ENV: Final = "LLAMON_BEARER_TOKEN"  # noqa: S105 (a variable name)
 CONSOLE_SECRET_ENV: Final = "LLAMON_CONSOLE_SECRET"  # noqa: S105 (a variable name)
 """The key that signs web console session cookies (the same on every replica behind one
 address); a random per-process key when unset."""
+
+TRIAGE_GUIDE_ENV: Final = "LLAMON_TRIAGE_GUIDE"
+"""A TOML file of triage rows ``llamon triage`` reads on top of the shipped guide."""
 
 _override: bool | None = None
 
