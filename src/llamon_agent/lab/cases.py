@@ -44,6 +44,7 @@ from pydantic import (
 from llamon_agent._extras import missing_extra
 from llamon_agent.core.catalog import reason_catalog
 from llamon_agent.core.codes import ErrorCode
+from llamon_agent.core.validation_errors import error_path
 
 __all__ = [
     "CASE_FILE_ADAPTER",
@@ -120,7 +121,7 @@ class _Model(BaseModel):
 class TextPart(_Model):
     """A text part of the message sent to the agent."""
 
-    kind: Literal["text"] = "text"
+    kind: Literal["text"]
     text: str
 
 
@@ -395,16 +396,6 @@ class CaseFileError(ValueError):
         super().__init__("\n".join(str(problem) for problem in self.problems))
 
 
-def _field_path(loc: Sequence[int | str]) -> str:
-    path = ""
-    for part in loc:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        else:
-            path += f".{part}" if path else str(part)
-    return path
-
-
 def _clean_loc(loc: Sequence[int | str]) -> list[int | str]:
     """Drop pydantic's union steps: the ``kind`` tag after a fault's or part's index, and
     member names such as ``str`` or ``list[str]``."""
@@ -472,6 +463,8 @@ def _entries(data: Any) -> list[Any] | None:
 def _load_file(path: Path, display: str) -> tuple[list[Case], list[CaseProblem]]:
     try:
         data = _read(path)
+    except ImportError:  # YAML without the lab extra: the caller says what to install
+        raise
     except (OSError, UnicodeDecodeError) as exc:
         return [], [CaseProblem(display, "", "", f"cannot be read ({type(exc).__name__})")]
     except Exception as exc:  # a JSON or YAML syntax error
@@ -491,7 +484,7 @@ def _load_file(path: Path, display: str) -> tuple[list[Case], list[CaseProblem]]
             case = Case.model_validate(entry)
         except ValidationError as exc:
             for error in exc.errors():
-                field = _field_path(_clean_loc(error["loc"]))
+                field = error_path(_clean_loc(error["loc"]))
                 problem = CaseProblem(display, label, field, _message(error))
                 if problem not in problems:  # a union reports each member's miss
                     problems.append(problem)
