@@ -186,6 +186,9 @@ def test_a_directory_loads_its_case_files_in_order(tmp_path: Path) -> None:
     _write(nested / "c.json", [{**SEED_SHAPE, "name": "from-c"}])
     (tmp_path / "notes.txt").write_text("not a case", "utf-8")
     assert [case.name for case in load_cases(tmp_path)] == ["from-a", "from-b", "from-c"]
+    # a file named again (itself or through its directory) is read once
+    twice = load_cases(tmp_path / "b.json", tmp_path, nested / "c.json")
+    assert [case.name for case in twice] == ["from-b", "from-a", "from-c"]
 
 
 def test_every_problem_names_its_file_case_and_field(tmp_path: Path) -> None:

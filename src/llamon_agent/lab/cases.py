@@ -512,7 +512,8 @@ def _files(target: Path) -> list[Path]:
 
 def load_cases(*paths: str | Path) -> list[Case]:
     """Every case in ``paths`` (files, or directories searched for ``.json``/``.yaml``/
-    ``.yml`` files), in file then file order.
+    ``.yml`` files), in the order given, a directory's files sorted; a file named twice
+    is read once.
 
     Raises ``CaseFileError`` listing every problem: a missing path, a file that does not
     parse or has none of the shapes, each invalid field of each case, a name used twice.
@@ -520,6 +521,7 @@ def load_cases(*paths: str | Path) -> list[Case]:
     """
     cases: list[Case] = []
     problems: list[CaseProblem] = []
+    read: set[Path] = set()
     for raw in paths:
         target = Path(raw)
         if not target.exists():
@@ -529,6 +531,9 @@ def load_cases(*paths: str | Path) -> list[Case]:
         if target.is_dir() and not files:
             problems.append(CaseProblem(str(raw), "", "", "holds no .json, .yaml or .yml file"))
         for path in files:
+            if path.resolve() in read:  # named twice (a file and its directory)
+                continue
+            read.add(path.resolve())
             if path.suffix not in CASE_FILE_SUFFIXES:
                 message = "not a case file: use .json, .yaml or .yml"
                 problems.append(CaseProblem(str(path), "", "", message))
