@@ -297,6 +297,23 @@ def test_an_unknown_error_code_state_and_fault_kind_suggest_close_matches(
     ]
 
 
+def test_union_fields_report_the_member_that_was_meant(tmp_path: Path) -> None:
+    texts = {**SEED_SHAPE, "name": "texts", "assertions": {"artifact_contains": ["ok", ""]}}
+    number = {**SEED_SHAPE, "name": "number", "assertions": {"artifact_contains": 7}}
+    null_parts = {**SEED_SHAPE, "name": "null-parts", "parts": None, "tags": [1]}
+    problems = _problems(_write(tmp_path / "union.json", [texts, number, null_parts]))
+    assert [(p.case, p.field, p.message) for p in problems] == [
+        (
+            "texts",
+            "assertions.artifact_contains[1]",
+            "String should have at least 1 character",
+        ),
+        ("number", "assertions.artifact_contains", "Input should be a valid string"),
+        ("number", "assertions.artifact_contains", "Input should be a valid list"),
+        ("null-parts", "tags[0]", "Input should be a valid string"),
+    ]
+
+
 def test_a_case_gives_its_message_as_query_or_parts(tmp_path: Path) -> None:
     neither = {"name": "neither", "mode": "plan"}
     both = {

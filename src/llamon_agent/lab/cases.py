@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -396,13 +397,17 @@ class CaseFileError(ValueError):
         super().__init__("\n".join(str(problem) for problem in self.problems))
 
 
+_UNION_MEMBER: Final = re.compile(r"str|int|bool|.*[\[\-].*")
+"""How pydantic names a union member in an error's location (field names are snake_case)."""
+
+
 def _clean_loc(loc: Sequence[int | str]) -> list[int | str]:
     """Drop pydantic's union steps: the ``kind`` tag after a fault's or part's index, and
-    member names such as ``str`` or ``list[str]``."""
+    member names such as ``str``, ``constrained-str`` or ``list[str]``."""
     kept: list[int | str] = []
     after_tagged_index = False
     for part in loc:
-        if isinstance(part, str) and (after_tagged_index or part == "str" or "[" in part):
+        if isinstance(part, str) and (after_tagged_index or _UNION_MEMBER.fullmatch(part)):
             after_tagged_index = False
             continue
         after_tagged_index = isinstance(part, int) and kept[-1:] in (["faults"], ["parts"])
@@ -426,6 +431,22 @@ def _message(error: Any) -> str:
         return "'kind' is required"
     text = str(error["msg"])
     return text.removeprefix("Value error, ")
+
+
+def _case_problems(exc: ValidationError, file: str, case: str) -> list[CaseProblem]:
+    """One problem per distinct error; of a union's misses (``"a"`` or ``["a"]``), a wrong
+    type is left out when the other member names something deeper."""
+    found = [
+        (error_path(_clean_loc(error["loc"])), error["type"], _message(error))
+        for error in exc.errors()
+    ]
+    problems: list[CaseProblem] = []
+    for field, kind, message in found:
+        deeper = any(other.startswith(f"{field}[") for other, _, _ in found)
+        problem = CaseProblem(file, case, field, message)
+        if not (kind.endswith("_type") and deeper) and problem not in problems:
+            problems.append(problem)
+    return problems
 
 
 def _read(path: Path) -> Any:
@@ -483,13 +504,13 @@ def _load_file(path: Path, display: str) -> tuple[list[Case], list[CaseProblem]]
         try:
             case = Case.model_validate(entry)
         except ValidationError as exc:
-            for error in exc.errors():
-                field = error_path(_clean_loc(error["loc"]))
-                problem = CaseProblem(display, label, field, _message(error))
-                if problem not in problems:  # a union reports each member's miss
-                    problems.append(problem)
+            problems.extend(_case_problems(exc, display, label))
             # the case-wide rule runs only once every field is valid: say it now too
-            given = [key for key in ("query", "parts") if isinstance(entry, dict) and key in entry]
+            given = [
+                key
+                for key in ("query", "parts")
+                if isinstance(entry, dict) and entry.get(key) is not None
+            ]
             one = CaseProblem(display, label, "", _ONE_MESSAGE)
             if isinstance(entry, dict) and len(given) != 1 and one not in problems:
                 problems.append(one)
