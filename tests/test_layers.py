@@ -4,7 +4,8 @@ Layers of ``llamon_agent``, top to bottom (``|``: side by side)::
 
     cli                                        the ``llamon`` command
     demo | cli_errors | testing | examples     built on the server: the demo, the CLI's
-                                               error lines, the test harness, example agents
+      | lab                                    error lines, the test harness, example agents,
+                                               Quality Lab case files
     a2a                                        serving (flow and loop adapters included)
     client                                     calling other agents
     mcp                                        MCP tools for the loop
@@ -47,7 +48,7 @@ SOURCE: Final = Path(llamon_agent.__file__).parent
 
 LAYERS: Final = (
     Layer("cli"),
-    Layer("demo", "cli_errors", "testing", "examples", independent=False),
+    Layer("demo", "cli_errors", "testing", "examples", "lab", independent=False),
     Layer("a2a"),
     Layer("client"),
     Layer("mcp"),

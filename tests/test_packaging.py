@@ -35,6 +35,7 @@ OPTIONAL_DISTRIBUTIONS = {
     "pyjwt": "jwt",
     "opentelemetry-sdk": "otel",
     "prometheus-client": "otel",
+    "pyyaml": "lab",
 }
 """Distributions the core must not depend on, and the extra that brings each."""
 
@@ -52,6 +53,7 @@ HIDDEN_MODULES = (
     "jwt",
     "opentelemetry.sdk",
     "prometheus_client",
+    "yaml",
 )
 
 BLOCKER = """
@@ -109,7 +111,7 @@ def test_each_optional_package_comes_with_its_extra() -> None:
             assert "langgraph-checkpoint-postgres" in extras["postgres"]
         else:
             assert distribution in extras[extra], (distribution, extra)
-    features = {"langgraph", "mcp", "openai", "anthropic", "postgres", "jwt", "otel"}
+    features = {"langgraph", "mcp", "openai", "anthropic", "postgres", "jwt", "otel", "lab"}
     assert extras["all"] == {"llamon-agent": features}
     assert extras["dev"]["llamon-agent"] == {"all"}
 
@@ -144,6 +146,14 @@ def test_each_optional_package_comes_with_its_extra() -> None:
             "from llamon_agent.examples.demo_agent import agent, card\n"
             "create_app(agent, card, metrics=True)",
             "the /metrics route needs the OpenTelemetry SDK and prometheus-client",
+        ),
+        (
+            "import pathlib, tempfile\n"
+            "from llamon_agent.lab import load_cases\n"
+            "path = pathlib.Path(tempfile.mkdtemp()) / 'cases.yaml'\n"
+            "path.write_text('mode: plan\\nquery: hi\\n')\n"
+            "load_cases(path)",
+            "reading YAML case files needs PyYAML",
         ),
     ],
 )
@@ -290,8 +300,29 @@ def test_llamon_serve_metrics_names_the_missing_extra() -> None:
     ]
 
 
+def test_llamon_lab_check_names_the_missing_extra_for_yaml_files() -> None:
+    code = (
+        "import pathlib, tempfile\n"
+        "from typer.testing import CliRunner\n"
+        "from llamon_agent.cli import app\n"
+        "folder = pathlib.Path(tempfile.mkdtemp())\n"
+        '(folder / \'a.json\').write_text(\'{"mode": "plan", "query": "hi"}\')\n'
+        "print(CliRunner().invoke(app, ['lab', 'check', str(folder / 'a.json')]).exit_code)\n"
+        "(folder / 'b.yaml').write_text('mode: plan\\nquery: hi\\n')\n"
+        "result = CliRunner().invoke(app, ['lab', 'check', str(folder)])\n"
+        "print(result.exit_code)\n"
+        "print(result.stderr)\n"
+    )
+    json_ok, exit_code, *stderr = _run(code).splitlines()
+    assert (json_ok, exit_code) == ("0", "2")
+    assert stderr[0] == (
+        "error: reading YAML case files needs PyYAML: pip install 'llamon-agent[lab]'"
+    )
+
+
 def test_the_wheel_ships_the_console_templates_and_static_files(tmp_path: Path) -> None:
-    """The web console renders from files inside the package: the built wheel holds them."""
+    """The web console renders from files inside the package, and the Quality Lab case
+    file schema ships with it: the built wheel holds them."""
     root = ROOT
     built = subprocess.run(  # noqa: S603 - pip on our own project
         [sys.executable, "-m", "pip", "wheel", str(root), "--no-deps", "-q", "-w", str(tmp_path)],
@@ -312,3 +343,5 @@ def test_the_wheel_ships_the_console_templates_and_static_files(tmp_path: Path) 
     assert "llamon_agent/a2a/console/static/htmx.min.js" in expected
     assert "llamon_agent/a2a/console/templates/base.html" in expected
     assert expected <= names, sorted(expected - names)
+    # the Quality Lab case file schema
+    assert "llamon_agent/lab/case.schema.json" in names

@@ -17,6 +17,7 @@ extra           brings                                 for
                                                        (``push_receiver(jwt_key=...)``)
 ``otel``        the OpenTelemetry SDK, prometheus-client  exporting spans and metrics, the
                                                        ``/metrics`` route (``metrics=True``)
+``lab``         PyYAML                                 YAML Quality Lab case files
 ``all``         every extra above
 ==============  =====================================  ========================================
 
@@ -35,7 +36,7 @@ from typing import Final, Literal
 
 __all__ = ["EXTRA_MODULES", "Extra", "missing_extra", "requires_extra"]
 
-Extra = Literal["langgraph", "mcp", "openai", "anthropic", "postgres", "jwt", "otel"]
+Extra = Literal["langgraph", "mcp", "openai", "anthropic", "postgres", "jwt", "otel", "lab"]
 """The extras that bring an optional package (``all`` is their union)."""
 
 _WHAT: Final[dict[Extra, str]] = {
@@ -46,6 +47,7 @@ _WHAT: Final[dict[Extra, str]] = {
     "postgres": "the PostgreSQL drivers",
     "jwt": "PyJWT",
     "otel": "the OpenTelemetry SDK and prometheus-client",
+    "lab": "PyYAML",
 }
 
 EXTRA_MODULES: Final[dict[Extra, tuple[str, ...]]] = {
@@ -62,6 +64,7 @@ EXTRA_MODULES: Final[dict[Extra, tuple[str, ...]]] = {
     ),
     "jwt": ("jwt",),
     "otel": ("opentelemetry.sdk", "prometheus_client"),
+    "lab": ("yaml",),
 }
 """The modules each extra provides: an ``ImportError`` of one of them is that extra's."""
 

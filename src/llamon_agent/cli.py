@@ -52,6 +52,7 @@ from llamon_agent.core.settings import (
     HOME_ENV,
     StoreKind,
 )
+from llamon_agent.lab.cli import lab_app
 
 if TYPE_CHECKING:
     from a2a.types import AgentCard
@@ -70,6 +71,7 @@ app = typer.Typer(
 
 
 app.add_typer(card_app, name="card", help="Build and check agent cards.")
+app.add_typer(lab_app, name="lab", help="Quality Lab: check case files.")
 app.command("failures")(failures_command)
 app.command("tasks")(tasks_command)
 app.command("task")(task_command)
