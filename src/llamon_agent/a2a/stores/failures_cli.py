@@ -50,9 +50,13 @@ from llamon_agent.core.scrub import scrub_text
 from llamon_agent.core.settings import DATABASE_URL_ENV, HOME_ENV, llamon_home
 
 __all__ = [
+    "SHOWN_EVENTS",
+    "event_json",
+    "failure_json",
     "failures_command",
     "operator_action",
     "parse_since",
+    "print_events",
     "task_command",
     "tasks_command",
     "with_store",
@@ -66,7 +70,7 @@ _BY_ALIASES: Final = {"code": "error_code", "errorCode": "error_code"}
 _KEEP_ALL: Final = FailureRetention(max_age=None, max_rows=None)
 """Reading never prunes: the serving process applies the retention."""
 _KEEP_ALL_EVENTS: Final = EventRetention(max_age=None, max_rows=None)
-_SHOWN_EVENTS: Final = 1000
+SHOWN_EVENTS: Final = 1000
 """The most events ``llamon task ID`` shows (the newest)."""
 
 DatabaseUrl = Annotated[
@@ -174,7 +178,8 @@ def _short_time(moment: datetime) -> str:
 # --- llamon failures ---------------------------------------------------------------------------
 
 
-def _failure_json(row: StoredFailure) -> dict[str, object]:
+def failure_json(row: StoredFailure) -> dict[str, object]:
+    """A stored failure as ``--json`` prints it, with the catalog's operator action."""
     line = row.to_dict()
     line["operatorAction"] = operator_action(row.reason, row.operator_action)
     return line
@@ -250,7 +255,7 @@ def failures_command(
         _print_counts(console, group, counts)
         return
     if as_json:
-        document = {"failures": [_failure_json(row) for row in rows]}
+        document = {"failures": [failure_json(row) for row in rows]}
         typer.echo(json.dumps(document, ensure_ascii=False, indent=2))
         return
     _print_failures(console, rows)
@@ -345,7 +350,7 @@ def tasks_command(
     _print_uncut(Console(), table)
 
 
-def _event_json(event: RunnerEvent) -> dict[str, object]:
+def event_json(event: RunnerEvent) -> dict[str, object]:
     """An event as ``--events-jsonl`` writes it (``type``, ``stage``, ``trace_metadata`` ...)."""
     line: dict[str, object] = json.loads(event_to_json(event))
     return line
@@ -368,7 +373,9 @@ def _outcome(event: RunnerEvent) -> str:
     return f"{reason or '-'} / {code or '-'}"
 
 
-def _print_events(console: Console, events: list[RunnerEvent]) -> None:
+def print_events(console: Console, events: list[RunnerEvent]) -> None:
+    """A table of ``events`` (time, type, stage, node/tool, reason / errorCode), oldest
+    first; one line saying none are kept when there are none."""
     if not events:
         typer.echo("no events kept for this task.")
         return
@@ -399,7 +406,7 @@ def task_command(
         assert stores.failures is not None  # noqa: S101 - open_stores gives one
         task = await stores.task_store.get(task_id)
         failures = await stores.failures.query(FailureQuery(task_id=task_id))
-        events = await stores.events.for_task(task_id, limit=_SHOWN_EVENTS) if stores.events else []
+        events = await stores.events.for_task(task_id, limit=SHOWN_EVENTS) if stores.events else []
         return task, failures.rows, events
 
     task, failures, events = asyncio.run(with_store("task", database_url, home, read))
@@ -410,9 +417,9 @@ def task_command(
         document = {
             "task": task.model_dump(mode="json", by_alias=True, exclude_none=True),
             "errorData": error,
-            "failures": [_failure_json(row) for row in failures],
+            "failures": [failure_json(row) for row in failures],
             "traceId": _trace_id(events),
-            "events": [_event_json(event) for event in events],
+            "events": [event_json(event) for event in events],
         }
         typer.echo(json.dumps(document, ensure_ascii=False, indent=2))
         return
@@ -427,8 +434,8 @@ def task_command(
     if error is not None:
         typer.echo("error data: " + json.dumps(error, ensure_ascii=False))
     for row in failures:
-        typer.echo("failure record: " + json.dumps(_failure_json(row), ensure_ascii=False))
+        typer.echo("failure record: " + json.dumps(failure_json(row), ensure_ascii=False))
     trace = _trace_id(events)
     if trace is not None:
         typer.echo(f"trace {trace}")
-    _print_events(Console(), events)
+    print_events(Console(), events)

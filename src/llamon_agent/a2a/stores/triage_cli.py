@@ -31,13 +31,13 @@ from rich.console import Console
 
 from llamon_agent.a2a.stores.failures import FailureQuery, StoredFailure
 from llamon_agent.a2a.stores.failures_cli import (
-    _SHOWN_EVENTS,
+    SHOWN_EVENTS,
     AsJson,
     DatabaseUrl,
     Home,
-    _event_json,
-    _failure_json,
-    _print_events,
+    event_json,
+    failure_json,
+    print_events,
     with_store,
 )
 from llamon_agent.a2a.stores.open import Stores
@@ -195,7 +195,7 @@ def triage_command(
         assert stores.failures is not None  # noqa: S101 - open_stores gives one
         task = await stores.task_store.get(wanted)
         failures = await stores.failures.query(FailureQuery(task_id=wanted))
-        events = await stores.events.for_task(wanted, limit=_SHOWN_EVENTS) if stores.events else []
+        events = await stores.events.for_task(wanted, limit=SHOWN_EVENTS) if stores.events else []
         return task, failures.rows, events
 
     task, failures, events = asyncio.run(with_store("triage", database_url, home, read))
@@ -211,13 +211,13 @@ def triage_command(
             "task": {"id": task_id, "state": state},
             "failures": [
                 {
-                    **_failure_json(row),
+                    **failure_json(row),
                     "triage": _triage_json(*_advice(guide, row.reason, row.error_code)),
                     "catalog": (catalog_json(spec) if (spec := reason_spec(row.reason)) else None),
                 }
                 for row in failures
             ],
-            "events": [_event_json(event) for event in shown],
+            "events": [event_json(event) for event in shown],
             "eventsKept": len(events),
         }
         typer.echo(json.dumps(document, ensure_ascii=False, indent=2))
@@ -231,4 +231,4 @@ def triage_command(
             typer.echo(f"operator action (as recorded): {row.operator_action}")
     if not all_events and events:
         typer.echo(f"related events: {len(shown)} of {len(events)} kept (--all-events: every one)")
-    _print_events(Console(), shown)
+    print_events(Console(), shown)
