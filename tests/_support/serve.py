@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -68,3 +69,47 @@ async def rpc(
     response = await http.post(url, json=body)
     reply: dict[str, Any] = response.json()
     return reply
+
+
+CLI_TIMEOUT = 60.0
+"""Seconds a ``llamon`` command of a test may take."""
+
+_STORE_AND_GUIDE_ENV = ("LLAMON_DATABASE_URL", "LLAMON_TRIAGE_GUIDE")
+
+
+async def llamon_cli(*args: str) -> tuple[int, str, str]:
+    """``python -m llamon_agent ARGS`` in a process of its own (200 columns, without this
+    process's ``LLAMON_DATABASE_URL`` or ``LLAMON_TRIAGE_GUIDE``): exit status, stdout,
+    stderr."""
+    env = {k: v for k, v in os.environ.items() if k not in _STORE_AND_GUIDE_ENV}
+    env["COLUMNS"] = "200"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "llamon_agent",
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), CLI_TIMEOUT)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+def message_json(text: str) -> dict[str, Any]:
+    """A user's text message as a ``message/send`` request's ``message`` (JSON)."""
+    return {
+        "kind": "message",
+        "role": "user",
+        "messageId": uuid.uuid4().hex,
+        "parts": [{"kind": "text", "text": text}],
+    }
+
+
+async def send_text(http: httpx.AsyncClient, url: str, text: str) -> dict[str, Any]:
+    """``message/send`` of a user's ``text``; the JSON-RPC result (the task, as JSON)."""
+    result: dict[str, Any] = (
+        await rpc(http, url, "message/send", {"message": message_json(text)})
+    )["result"]
+    return result

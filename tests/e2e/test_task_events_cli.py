@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -22,50 +19,21 @@ from llamon_agent.a2a.stores import open_stores
 from llamon_agent.core.events import EventBus
 from tests._support.a2a_server import a2a_client, make_card, running_server, send, user_message
 from tests._support.otel import span_exporter, spans_named
-from tests._support.serve import llamon_serve, rpc
+from tests._support.serve import llamon_cli, llamon_serve, send_text
 from tests._support.stores import postgres_schema
 from tests.e2e.flow.test_flow_e2e import example_flow
-
-CLI_TIMEOUT = 60.0
-
-
-async def llamon(*args: str) -> tuple[int, str, str]:
-    """``python -m llamon_agent ARGS`` in a process of its own: exit status, stdout, stderr."""
-    env = {**os.environ, "COLUMNS": "200"}
-    env.pop("LLAMON_DATABASE_URL", None)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "llamon_agent",
-        *args,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), CLI_TIMEOUT)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
-
-
-def _message(text: str) -> dict[str, Any]:
-    return {
-        "kind": "message",
-        "role": "user",
-        "messageId": uuid.uuid4().hex,
-        "parts": [{"kind": "text", "text": text}],
-    }
 
 
 async def test_llamon_serve_keeps_a_failed_tasks_events_and_llamon_task_shows_them(
     tmp_path: Path,
 ) -> None:
     async with llamon_serve(tmp_path) as (_, url), httpx.AsyncClient(timeout=10) as http:
-        failed = (await rpc(http, url, "message/send", {"message": _message("upstream")}))["result"]
+        failed = await send_text(http, url, "upstream")
         assert failed["status"]["state"] == "failed"
-        done = (await rpc(http, url, "message/send", {"message": _message("hello")}))["result"]
+        done = await send_text(http, url, "hello")
         assert done["status"]["state"] == "completed"  # the next request is answered
     # the server has stopped; another process reads what it kept
-    status, out, err = await llamon("task", failed["id"], "--home", str(tmp_path), "--json")
+    status, out, err = await llamon_cli("task", failed["id"], "--home", str(tmp_path), "--json")
     assert status == 0, err
     shown = json.loads(out)
     events = shown["events"]
@@ -76,7 +44,7 @@ async def test_llamon_serve_keeps_a_failed_tasks_events_and_llamon_task_shows_th
     assert events[-1]["trace_metadata"]["failure_reason"] == "component_invoke_error"
     assert [e["time"] for e in events] == sorted(e["time"] for e in events)
 
-    status, out, err = await llamon("task", failed["id"], "--home", str(tmp_path))
+    status, out, err = await llamon_cli("task", failed["id"], "--home", str(tmp_path))
     assert status == 0, err
     rows = [line for line in out.splitlines() if "task." in line and "│" in line]
     assert [row.split("│")[2].strip() for row in rows] == [
@@ -86,7 +54,7 @@ async def test_llamon_serve_keeps_a_failed_tasks_events_and_llamon_task_shows_th
     ]
     assert "component_invoke_error / UPSTREAM_UNAVAILABLE" in rows[-1]
 
-    status, out, err = await llamon("task", done["id"], "--home", str(tmp_path), "--json")
+    status, out, err = await llamon_cli("task", done["id"], "--home", str(tmp_path), "--json")
     assert status == 0, err
     assert [e["type"] for e in json.loads(out)["events"]] == [
         "task.submitted",
@@ -100,11 +68,11 @@ async def test_llamon_serve_no_keep_events_keeps_none(tmp_path: Path) -> None:
         llamon_serve(tmp_path, "--no-keep-events") as (_, url),
         httpx.AsyncClient(timeout=10) as http,
     ):
-        failed = (await rpc(http, url, "message/send", {"message": _message("upstream")}))["result"]
+        failed = await send_text(http, url, "upstream")
         assert failed["status"]["state"] == "failed"
-        done = (await rpc(http, url, "message/send", {"message": _message("hello")}))["result"]
+        done = await send_text(http, url, "hello")
         assert done["status"]["state"] == "completed"  # the next request is answered
-    status, out, err = await llamon("task", failed["id"], "--home", str(tmp_path), "--json")
+    status, out, err = await llamon_cli("task", failed["id"], "--home", str(tmp_path), "--json")
     assert status == 0, err
     shown = json.loads(out)
     assert shown["events"] == []
@@ -141,7 +109,7 @@ async def test_a_served_flows_events_are_read_back_by_another_process(
 ) -> None:
     async def check(store_args: tuple[str, ...], dsn: str | None) -> None:
         task = await _serve_flow(dsn, tmp_path)
-        status, out, err = await llamon("task", task.id, *store_args, "--json")
+        status, out, err = await llamon_cli("task", task.id, *store_args, "--json")
         assert status == 0, err
         events = json.loads(out)["events"]
         assert [(e["type"], e["node"]) for e in events] == [
@@ -175,12 +143,12 @@ async def test_llamon_task_shows_the_trace_id_of_the_run_when_a_span_recorded(
     ]
     trace = format(span.context.trace_id, "032x")
 
-    status, out, err = await llamon("task", task.id, "--home", str(tmp_path), "--json")
+    status, out, err = await llamon_cli("task", task.id, "--home", str(tmp_path), "--json")
     assert status == 0, err
     shown = json.loads(out)
     assert shown["traceId"] == trace
     assert shown["events"][1]["trace_metadata"] == {"resumed": False, "trace_id": trace}
-    status, out, err = await llamon("task", task.id, "--home", str(tmp_path))
+    status, out, err = await llamon_cli("task", task.id, "--home", str(tmp_path))
     assert status == 0, err
     assert f"trace {trace}\n" in out
 

@@ -3,61 +3,27 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import sys
-import uuid
 from pathlib import Path
-from typing import Any
 
 import httpx
 
 from llamon_agent.core.catalog import reason_spec
-from llamon_agent.core.settings import TRIAGE_GUIDE_ENV
 from llamon_agent.core.triage import package_guide
-from tests._support.serve import llamon_serve, rpc
+from tests._support.serve import llamon_cli, llamon_serve, send_text
 from tests._support.stores import postgres_schema
 from tests.e2e.test_failures_cli import _served_failures
 from tests.e2e.test_operator_logs import SECRET
-
-CLI_TIMEOUT = 60.0
-
-
-async def llamon(*args: str) -> tuple[int, str, str]:
-    """``python -m llamon_agent ARGS`` in its own process (no user guide): exit status,
-    stdout, stderr."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "llamon_agent",
-        *args,
-        env={k: v for k, v in os.environ.items() if k != TRIAGE_GUIDE_ENV},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), CLI_TIMEOUT)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
-
-
-def _message(text: str) -> dict[str, Any]:
-    return {
-        "kind": "message",
-        "role": "user",
-        "messageId": uuid.uuid4().hex,
-        "parts": [{"kind": "text", "text": text}],
-    }
 
 
 async def test_triage_of_a_served_failure_prints_its_row_action_and_events(
     tmp_path: Path,
 ) -> None:
     async with llamon_serve(tmp_path) as (_, url), httpx.AsyncClient(timeout=20) as http:
-        failed = (await rpc(http, url, "message/send", {"message": _message("upstream")}))["result"]
+        failed = await send_text(http, url, "upstream")
         assert failed["status"]["state"] == "failed"
         # the next request is still answered
-        fine = (await rpc(http, url, "message/send", {"message": _message("hello")}))["result"]
+        fine = await send_text(http, url, "hello")
         assert fine["status"]["state"] == "completed"
     # the server has stopped: what it kept is committed
     home = str(tmp_path)
@@ -66,7 +32,7 @@ async def test_triage_of_a_served_failure_prints_its_row_action_and_events(
     assert spec is not None
     assert row is not None
 
-    status, out, err = await llamon("triage", failed["id"], "--home", home)
+    status, out, err = await llamon_cli("triage", failed["id"], "--home", home)
     assert (status, err) == (0, "")
     lines = out.splitlines()
     assert lines[0] == f"task {failed['id']}  state failed"
@@ -85,7 +51,7 @@ async def test_triage_of_a_served_failure_prints_its_row_action_and_events(
     assert "task.failed" in out
     assert "component_invoke_error / UPSTREAM_UNAVAILABLE" in out
 
-    status, out, err = await llamon("triage", failed["id"], "--home", home, "--json")
+    status, out, err = await llamon_cli("triage", failed["id"], "--home", home, "--json")
     assert status == 0, err
     document = json.loads(out)
     assert document["task"] == {"id": failed["id"], "state": "failed"}
@@ -102,13 +68,13 @@ async def test_triage_of_a_served_failure_prints_its_row_action_and_events(
     assert types[-1] == "task.failed"
     assert document["eventsKept"] >= len(types)
 
-    status, out, err = await llamon("triage", fine["id"], "--home", home)
+    status, out, err = await llamon_cli("triage", fine["id"], "--home", home)
     assert (status, out) == (1, "")
     assert err == (
         f"llamon triage: task {fine['id']} has no failure record (state completed);"
         " nothing to triage.\n"
     )
-    status, out, err = await llamon("triage", "no-such-task", "--home", home)
+    status, out, err = await llamon_cli("triage", "no-such-task", "--home", home)
     assert (status, err) == (1, "llamon triage: no task 'no-such-task' in this store.\n")
 
 
@@ -118,21 +84,21 @@ async def test_triage_shows_the_fallback_row_and_never_the_raw_secret(tmp_path: 
     home = str(tmp_path)
     guide = package_guide()
 
-    status, out, err = await llamon("triage", tasks["boom"].id, "--home", home, "--json")
+    status, out, err = await llamon_cli("triage", tasks["boom"].id, "--home", home, "--json")
     assert status == 0, err
     [failure] = json.loads(out)["failures"]
     assert (failure["errorCode"], failure["reason"]) == ("INTERNAL_ERROR", "runtime_error")
     assert failure["catalog"] is None
     fallback = guide.code_rows["INTERNAL_ERROR"]
     assert failure["triage"] == {**fallback.to_dict(), "matched": "errorCode"}
-    status, text, err = await llamon("triage", tasks["boom"].id, "--home", home)
+    status, text, err = await llamon_cli("triage", tasks["boom"].id, "--home", home)
     assert status == 0, err
     assert "triage (runtime_error: no row of its own; the INTERNAL_ERROR row)" in text
     assert f"operator action (as recorded): {failure['operatorAction']}" in text
     assert SECRET not in out + text
     assert "api_key" not in out + text
 
-    status, out, err = await llamon("triage", tasks["s1"].id, "--home", home)
+    status, out, err = await llamon_cli("triage", tasks["s1"].id, "--home", home)
     assert status == 0, err
     timeout = guide.row("timeout")
     assert timeout is not None
@@ -143,7 +109,9 @@ async def test_triage_shows_the_fallback_row_and_never_the_raw_secret(tmp_path: 
 async def test_triage_reads_a_shared_postgresql_store(tmp_path: Path) -> None:
     async with postgres_schema() as dsn:
         tasks = await _served_failures(tmp_path, dsn)
-        status, out, err = await llamon("triage", tasks["s2"].id, "--database-url", dsn, "--json")
+        status, out, err = await llamon_cli(
+            "triage", tasks["s2"].id, "--database-url", dsn, "--json"
+        )
     assert status == 0, err
     document = json.loads(out)
     assert [(f["taskId"], f["reason"], f["tool"]) for f in document["failures"]] == [
