@@ -12,11 +12,12 @@ per error; ``format_validation_error`` joins them into one line.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pydantic import ValidationError
 
-__all__ = ["error_path", "format_validation_error", "validation_problems"]
+__all__ = ["error_message", "error_path", "format_validation_error", "validation_problems"]
 
 
 def error_path(loc: Sequence[int | str]) -> str:
@@ -30,9 +31,14 @@ def error_path(loc: Sequence[int | str]) -> str:
     return text
 
 
+def error_message(error: Mapping[str, Any]) -> str:
+    """Pydantic's message of one error (of ``ValidationError.errors()``); never its input."""
+    return str(error["msg"])
+
+
 def validation_problems(exc: ValidationError) -> list[tuple[str, str]]:
     """``(path, message)`` per error, in pydantic's order; no input values."""
-    return [(error_path(error["loc"]), error["msg"]) for error in exc.errors()]
+    return [(error_path(error["loc"]), error_message(error)) for error in exc.errors()]
 
 
 def format_validation_error(exc: ValidationError, *, whole: str = "$") -> str:

@@ -45,7 +45,7 @@ from pydantic import (
 from llamon_agent._extras import missing_extra
 from llamon_agent.core.catalog import reason_catalog
 from llamon_agent.core.codes import ErrorCode
-from llamon_agent.core.validation_errors import error_path
+from llamon_agent.core.validation_errors import error_message, error_path
 
 __all__ = [
     "CASE_FILE_ADAPTER",
@@ -429,8 +429,7 @@ def _message(error: Any) -> str:
         return f"unknown kind {tag!r}{_suggest(tag, expected)}"
     if kind == "union_tag_not_found":
         return "'kind' is required"
-    text = str(error["msg"])
-    return text.removeprefix("Value error, ")
+    return error_message(error).removeprefix("Value error, ")
 
 
 def _case_problems(exc: ValidationError, file: str, case: str) -> list[CaseProblem]:
