@@ -19,7 +19,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, ClassVar, Final, Self
 
 from llamon_agent.core.settings import (
     events_max_age_setting,
@@ -53,6 +53,9 @@ PRUNE_EVERY: Final = 500
 """Writes between two prunings of old and surplus rows."""
 
 
+_Readers = tuple[Callable[[], float | None], Callable[[], int | None]]
+
+
 @dataclass(frozen=True, slots=True)
 class Retention:
     """How long and how many rows are kept (``None``: no bound of that kind).
@@ -63,47 +66,50 @@ class Retention:
     max_age: float | None
     max_rows: int | None
 
+    _settings: ClassVar[_Readers | None] = None
+    """A kind's two environment readers (age, rows), for ``from_settings``."""
+
     def __post_init__(self) -> None:
         if self.max_age is not None and not 0 < self.max_age < float("inf"):
             raise ValueError(f"max_age must be a number of seconds > 0, got {self.max_age!r}")
         if self.max_rows is not None and self.max_rows < 1:
             raise ValueError(f"max_rows must be >= 1, got {self.max_rows!r}")
 
+    @classmethod
+    def from_settings(cls) -> Self:
+        """A kind's defaults, overridden by its two variables (``LLAMON_FAILURES_*``,
+        ``LLAMON_EVENTS_*``); ``ValueError`` naming a variable with a bad value."""
+        if cls._settings is None:
+            raise TypeError(f"{cls.__name__} has no settings of its own")
+        read_age, read_rows = cls._settings
+        defaults = cls()  # type: ignore[call-arg]  # a kind's fields all have defaults
+        age, rows = read_age(), read_rows()
+        return cls(
+            max_age=defaults.max_age if age is None else age,
+            max_rows=defaults.max_rows if rows is None else rows,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class FailureRetention(Retention):
-    """The failure store's retention: 30 days and 100 000 rows unless told otherwise."""
+    """The failure store's retention: 30 days and 100 000 rows unless told otherwise
+    (``from_settings``: ``LLAMON_FAILURES_MAX_AGE`` / ``_MAX_ROWS``)."""
 
     max_age: float | None = DEFAULT_FAILURE_MAX_AGE
     max_rows: int | None = DEFAULT_FAILURE_MAX_ROWS
 
-    @classmethod
-    def from_settings(cls) -> FailureRetention:
-        """The defaults, overridden by ``LLAMON_FAILURES_MAX_AGE`` and
-        ``LLAMON_FAILURES_MAX_ROWS``; ``ValueError`` naming a variable with a bad value."""
-        age, rows = failures_max_age_setting(), failures_max_rows_setting()
-        return cls(
-            max_age=DEFAULT_FAILURE_MAX_AGE if age is None else age,
-            max_rows=DEFAULT_FAILURE_MAX_ROWS if rows is None else rows,
-        )
+    _settings: ClassVar[_Readers | None] = (failures_max_age_setting, failures_max_rows_setting)
 
 
 @dataclass(frozen=True, slots=True)
 class EventRetention(Retention):
-    """The task event store's retention: 7 days and 1 000 000 events unless told otherwise."""
+    """The task event store's retention: 7 days and 1 000 000 events unless told otherwise
+    (``from_settings``: ``LLAMON_EVENTS_MAX_AGE`` / ``_MAX_ROWS``)."""
 
     max_age: float | None = DEFAULT_EVENT_MAX_AGE
     max_rows: int | None = DEFAULT_EVENT_MAX_ROWS
 
-    @classmethod
-    def from_settings(cls) -> EventRetention:
-        """The defaults, overridden by ``LLAMON_EVENTS_MAX_AGE`` and
-        ``LLAMON_EVENTS_MAX_ROWS``; ``ValueError`` naming a variable with a bad value."""
-        age, rows = events_max_age_setting(), events_max_rows_setting()
-        return cls(
-            max_age=DEFAULT_EVENT_MAX_AGE if age is None else age,
-            max_rows=DEFAULT_EVENT_MAX_ROWS if rows is None else rows,
-        )
+    _settings: ClassVar[_Readers | None] = (events_max_age_setting, events_max_rows_setting)
 
 
 def prune_statements(
