@@ -32,7 +32,8 @@ caller); ``node`` names the node, ``trace_metadata.node_kind`` its kind.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Annotated, Any, Self
 
@@ -262,30 +263,32 @@ def _traced(fn: Callable[..., Any], flow: str, node: str, kind: str) -> Callable
     if inspect.iscoroutinefunction(fn):
 
         async def traced_async(state: Any) -> Any:
-            with flow_node_span(flow, node, kind) as span:
-                try:
-                    return await fn(state)
-                except GraphBubbleUp:
-                    raise
-                except Exception as exc:
-                    mark_exception(span, exc, stage=Stage.FLOW_NODE)
-                    raise
+            with _node_span(flow, node, kind):
+                return await fn(state)
 
         traced_async.__name__ = fn.__name__
         return traced_async
 
     def traced(state: Any) -> Any:
-        with flow_node_span(flow, node, kind) as span:
-            try:
-                return fn(state)
-            except GraphBubbleUp:
-                raise
-            except Exception as exc:
-                mark_exception(span, exc, stage=Stage.FLOW_NODE)
-                raise
+        with _node_span(flow, node, kind):
+            return fn(state)
 
     traced.__name__ = fn.__name__
     return traced
+
+
+@contextmanager
+def _node_span(flow: str, node: str, kind: str) -> Iterator[None]:
+    """The node's ``flow_node`` span around the block; an exception (not LangGraph's
+    interrupt) marks it failed, then goes on."""
+    with flow_node_span(flow, node, kind) as span:
+        try:
+            yield
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:
+            mark_exception(span, exc, stage=Stage.FLOW_NODE)
+            raise
 
 
 def _merge(answers: dict[str, Any], result: Any) -> Any:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Annotated, Any, Final, NoReturn, TypeVar
 
 import typer
+from a2a.types import Task
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
@@ -57,6 +58,7 @@ __all__ = [
     "operator_action",
     "parse_since",
     "print_events",
+    "read_task",
     "task_command",
     "tasks_command",
     "with_store",
@@ -394,6 +396,18 @@ def print_events(console: Console, events: list[RunnerEvent]) -> None:
     _print_uncut(console, table)
 
 
+async def read_task(
+    stores: Stores, task_id: str
+) -> tuple[Task | None, list[StoredFailure], list[RunnerEvent]]:
+    """One task as the store kept it: the task (``None``: unknown), its failure records
+    and its events (the newest ``SHOWN_EVENTS``, oldest first)."""
+    assert stores.failures is not None  # noqa: S101 - open_stores gives one
+    task = await stores.task_store.get(task_id)
+    failures = await stores.failures.query(FailureQuery(task_id=task_id))
+    events = await stores.events.for_task(task_id, limit=SHOWN_EVENTS) if stores.events else []
+    return task, failures.rows, events
+
+
 def task_command(
     task_id: Annotated[str, typer.Argument(help="The task id.")],
     as_json: AsJson = False,
@@ -402,14 +416,9 @@ def task_command(
 ) -> None:
     """Show one task: status, artifacts, the error data, the failure record and its events."""
 
-    async def read(stores: Stores) -> tuple[Any, list[StoredFailure], list[RunnerEvent]]:
-        assert stores.failures is not None  # noqa: S101 - open_stores gives one
-        task = await stores.task_store.get(task_id)
-        failures = await stores.failures.query(FailureQuery(task_id=task_id))
-        events = await stores.events.for_task(task_id, limit=SHOWN_EVENTS) if stores.events else []
-        return task, failures.rows, events
-
-    task, failures, events = asyncio.run(with_store("task", database_url, home, read))
+    task, failures, events = asyncio.run(
+        with_store("task", database_url, home, lambda stores: read_task(stores, task_id))
+    )
     if task is None:
         _fail("task", f"no task {task_id!r} in this store.", 1)
     error = error_data_of(task)

@@ -24,23 +24,22 @@ import asyncio
 import difflib
 import json
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
 
-from llamon_agent.a2a.stores.failures import FailureQuery, StoredFailure
+from llamon_agent.a2a.stores.failures import StoredFailure
 from llamon_agent.a2a.stores.failures_cli import (
-    SHOWN_EVENTS,
     AsJson,
     DatabaseUrl,
     Home,
     event_json,
     failure_json,
     print_events,
+    read_task,
     with_store,
 )
-from llamon_agent.a2a.stores.open import Stores
 from llamon_agent.core.catalog import ReasonSpec, reason_catalog, reason_spec
 from llamon_agent.core.events import RunnerEvent
 from llamon_agent.core.triage import TriageGuide, TriageGuideError, TriageRow, triage_guide
@@ -190,15 +189,9 @@ def triage_command(
         return
     assert task_id is not None  # noqa: S101 - checked above
     wanted = task_id
-
-    async def read(stores: Stores) -> tuple[Any, list[StoredFailure], list[RunnerEvent]]:
-        assert stores.failures is not None  # noqa: S101 - open_stores gives one
-        task = await stores.task_store.get(wanted)
-        failures = await stores.failures.query(FailureQuery(task_id=wanted))
-        events = await stores.events.for_task(wanted, limit=SHOWN_EVENTS) if stores.events else []
-        return task, failures.rows, events
-
-    task, failures, events = asyncio.run(with_store("triage", database_url, home, read))
+    task, failures, events = asyncio.run(
+        with_store("triage", database_url, home, lambda stores: read_task(stores, wanted))
+    )
     if task is None and not failures:
         _fail(f"no task {task_id!r} in this store.", 1)
     state = task.status.state.value if task is not None else "-"
