@@ -45,6 +45,22 @@ from pydantic import (
 from llamon_agent._extras import missing_extra
 from llamon_agent.core.catalog import reason_catalog
 from llamon_agent.core.codes import ErrorCode
+from llamon_agent.core.faults import (
+    DownstreamFailed,
+    DownstreamStreamDrop,
+    DownstreamUnavailable,
+    Fault,
+    McpConnectionDrop,
+    ModelEmptyAnswer,
+    ModelMalformedJson,
+    ModelRateLimited,
+    ModelServerError,
+    TaskStoreFailsOnce,
+    ToolRaises,
+    ToolReturnsError,
+    ToolSlow,
+    ToolTimeout,
+)
 from llamon_agent.core.validation_errors import error_message, error_path
 
 __all__ = [
@@ -175,119 +191,7 @@ class Assertions(_Model):
         return len(self.model_dump(exclude_none=True))
 
 
-# -- faults (described here; injecting them comes later) -----------------------------------
-
-
-class ToolTimeout(_Model):
-    """The named tool times out."""
-
-    kind: Literal["tool_timeout"]
-    tool: _Name
-
-
-class ToolRaises(_Model):
-    """The named tool raises an unexpected exception (a crash)."""
-
-    kind: Literal["tool_raises"]
-    tool: _Name
-    message: str = "injected failure"
-
-
-class ToolReturnsError(_Model):
-    """The named tool returns a tool error the model can read and act on."""
-
-    kind: Literal["tool_error"]
-    tool: _Name
-    message: str = "injected tool error"
-
-
-class ToolSlow(_Model):
-    """The named tool answers, but only after ``delay_ms``."""
-
-    kind: Literal["tool_slow"]
-    tool: _Name
-    delay_ms: Annotated[int, Field(ge=1)]
-
-
-class ModelMalformedJson(_Model):
-    """The model answers with JSON that does not parse."""
-
-    kind: Literal["model_malformed_json"]
-
-
-class ModelEmptyAnswer(_Model):
-    """The model answers with nothing."""
-
-    kind: Literal["model_empty_answer"]
-
-
-class ModelRateLimited(_Model):
-    """The model provider answers 429 with ``Retry-After``."""
-
-    kind: Literal["model_rate_limited"]
-    retry_after_ms: Annotated[int, Field(ge=0)] = 1000
-
-
-class ModelServerError(_Model):
-    """The model provider answers with a 5xx status."""
-
-    kind: Literal["model_server_error"]
-    status: Annotated[int, Field(ge=500, le=599)] = 503
-
-
-class McpConnectionDrop(_Model):
-    """The named MCP server's connection drops after ``after_calls`` calls."""
-
-    kind: Literal["mcp_connection_drop"]
-    server: _Name
-    after_calls: Annotated[int, Field(ge=0)]
-
-
-class DownstreamFailed(_Model):
-    """The named downstream agent answers with a failed task."""
-
-    kind: Literal["downstream_failed"]
-    agent: _Name
-
-
-class DownstreamUnavailable(_Model):
-    """The named downstream agent answers HTTP 503."""
-
-    kind: Literal["downstream_unavailable"]
-    agent: _Name
-
-
-class DownstreamStreamDrop(_Model):
-    """The named downstream agent's stream drops after ``after_events`` events."""
-
-    kind: Literal["downstream_stream_drop"]
-    agent: _Name
-    after_events: Annotated[int, Field(ge=0)] = 1
-
-
-class TaskStoreFailsOnce(_Model):
-    """The task store fails once."""
-
-    kind: Literal["task_store_fails_once"]
-
-
-Fault = Annotated[
-    ToolTimeout
-    | ToolRaises
-    | ToolReturnsError
-    | ToolSlow
-    | ModelMalformedJson
-    | ModelEmptyAnswer
-    | ModelRateLimited
-    | ModelServerError
-    | McpConnectionDrop
-    | DownstreamFailed
-    | DownstreamUnavailable
-    | DownstreamStreamDrop
-    | TaskStoreFailsOnce,
-    Field(discriminator="kind"),
-]
-"""One fault to inject, told apart by ``kind``."""
+# -- faults: the models live with their seams (``core.faults``) ------------------------------
 
 
 class CleanupStep(_Model):
