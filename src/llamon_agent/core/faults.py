@@ -55,6 +55,7 @@ from llamon_agent.core.events import emit
 from llamon_agent.core.validation_errors import error_message, error_path
 
 __all__ = [
+    "FAULTS_EXTENSION_URI",
     "FAULTS_METADATA_KEY",
     "DownstreamFailed",
     "DownstreamFault",
@@ -81,6 +82,9 @@ __all__ = [
 
 FAULTS_METADATA_KEY: Final = "llamon.lab/faults"
 """The request-metadata key a fault plan travels under over A2A."""
+
+FAULTS_EXTENSION_URI: Final = "https://llamon.dev/extensions/lab-faults/v1"
+"""The agent-card extension a server declares when it accepts fault plans."""
 
 _Name = Annotated[str, Field(min_length=1)]
 
