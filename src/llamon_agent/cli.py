@@ -21,7 +21,6 @@ import os
 import sys
 from collections.abc import Awaitable
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
@@ -436,59 +435,24 @@ def _importable_from_cwd() -> None:
 
 
 def _load_agent(target: str) -> object:
-    from llamon_agent.a2a.agent import as_agent
-    from llamon_agent.a2a.serve import load_target
+    from llamon_agent.a2a.serve import load_agent
 
     _importable_from_cwd()
     try:
-        agent = load_target(target)
-    except (ValueError, OSError) as exc:
-        raise UserError(
-            f"cannot load the agent {target!r}: {exc}.\n"
-            "  Name it as module:attribute or path/to/file.py:attribute."
-        ) from exc
-    if "langgraph" in sys.modules:
-        from llamon_agent.flow.builder import GraphBuilder
-
-        if isinstance(agent, GraphBuilder):  # compiled when served (with a checkpointer)
-            return agent
-    try:
-        as_agent(agent)
-    except TypeError:
-        raise UserError(
-            f"{target} is a {type(agent).__name__}, not an agent.\n"
-            "  Point it at an 'async def fn(ctx)' function or generator, an object with "
-            "'async def invoke(ctx)', or a LangGraph graph."
-        ) from None
-    return agent
+        return load_agent(target)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
 
 
 def _load_card(card: str | None) -> AgentCard | None:
-    from a2a.types import AgentCard
-
-    from llamon_agent.a2a.serve import load_target
+    from llamon_agent.a2a.serve import load_card
 
     if card is None:
         return None
     try:
-        if card.endswith(".json") and ":" not in card:
-            return AgentCard.model_validate_json(Path(card).read_text(encoding="utf-8"))
-        loaded = load_target(card)
-    except (ValueError, OSError) as exc:
-        raise UserError(
-            f"cannot load the card {card!r}: {_first_line(exc)}.\n"
-            "  Give --card module:attribute, path/to/file.py:attribute or a card JSON file."
-        ) from exc
-    if not isinstance(loaded, AgentCard):
-        raise UserError(
-            f"--card {card} is a {type(loaded).__name__}, not an AgentCard.\n"
-            "  Point it at a card built with build_agent_card(...)."
-        )
-    return loaded
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return load_card(card)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
 
 
 def _auth(

@@ -44,7 +44,15 @@ from llamon_agent.a2a.stores import (
 )
 from llamon_agent.core.events import EventBus
 
-__all__ = ["ServeOptions", "bind_socket", "default_card", "load_target", "serve_agent"]
+__all__ = [
+    "ServeOptions",
+    "bind_socket",
+    "default_card",
+    "load_agent",
+    "load_card",
+    "load_target",
+    "serve_agent",
+]
 
 logger = logging.getLogger("llamon_agent.a2a")
 
@@ -124,6 +132,62 @@ def load_target(target: str) -> Any:
         return getattr(module, attribute)
     except AttributeError:
         raise ValueError(f"{module_name!r} has no attribute {attribute!r}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def load_agent(target: str) -> object:
+    """The agent named by ``target`` (``module:attr`` or ``path/file.py:attr``), checked to
+    be something ``create_app`` serves (a ``GraphBuilder`` flow is returned as it is).
+
+    Raises ``ValueError`` with a message to show as it is: what could not be loaded, or what
+    the object is instead of an agent, and what to point at.
+    """
+    from llamon_agent.a2a.agent import as_agent
+
+    try:
+        agent = load_target(target)
+    except (ValueError, OSError) as exc:
+        raise ValueError(
+            f"cannot load the agent {target!r}: {exc}.\n"
+            "  Name it as module:attribute or path/to/file.py:attribute."
+        ) from exc
+    if "langgraph" in sys.modules:
+        from llamon_agent.flow.builder import GraphBuilder
+
+        if isinstance(agent, GraphBuilder):  # compiled when served (with a checkpointer)
+            return agent
+    try:
+        as_agent(agent)
+    except TypeError:
+        raise ValueError(
+            f"{target} is a {type(agent).__name__}, not an agent.\n"
+            "  Point it at an 'async def fn(ctx)' function or generator, an object with "
+            "'async def invoke(ctx)', or a LangGraph graph."
+        ) from None
+    return agent
+
+
+def load_card(card: str) -> AgentCard:
+    """The card named by ``card``: ``module:attr``, ``path/file.py:attr`` or a card JSON
+    file. Raises ``ValueError`` with a message to show as it is."""
+    try:
+        if card.endswith(".json") and ":" not in card:
+            return AgentCard.model_validate_json(Path(card).read_text(encoding="utf-8"))
+        loaded = load_target(card)
+    except (ValueError, OSError) as exc:
+        raise ValueError(
+            f"cannot load the card {card!r}: {_first_line(exc)}.\n"
+            "  Give --card module:attribute, path/to/file.py:attribute or a card JSON file."
+        ) from exc
+    if not isinstance(loaded, AgentCard):
+        raise ValueError(
+            f"--card {card} is a {type(loaded).__name__}, not an AgentCard.\n"
+            "  Point it at a card built with build_agent_card(...)."
+        )
+    return loaded
 
 
 def default_card(agent: object, url: str, auth: AuthConfig | None = None) -> AgentCard:

@@ -42,12 +42,13 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, Final
 
 import httpx
 from a2a.client.errors import A2AClientHTTPError, A2AClientJSONRPCError
+from a2a.client.middleware import ClientCallContext
 from a2a.client.transports.jsonrpc import JsonRpcTransport
 from a2a.types import (
     AgentCard,
@@ -123,10 +124,8 @@ class _TaskEvents:
 
     async def take(self, task_id: str) -> list[RunnerEvent]:
         """The task's events once its turn ended (or after a short wait), forgotten here."""
-        try:
+        with suppress(TimeoutError):
             await asyncio.wait_for(self._ended(task_id).wait(), _EVENT_WAIT)
-        except TimeoutError:
-            pass
         self.ended.pop(task_id, None)
         return self.by_task.pop(task_id, [])
 
@@ -201,10 +200,8 @@ class Lab:
                 self._http = await stack.enter_async_context(
                     httpx.AsyncClient(timeout=self.timeout)
                 )
-                card = await fetch_card(self._http, self.url, ttl=0)
-                self._card = card
-                self._takes_faults = _declares_faults(card)
-            assert self._card is not None
+                self._card = await fetch_card(self._http, self.url, ttl=0)
+                self._takes_faults = _declares_faults(self._card)
             self._transport = JsonRpcTransport(self._http, self._card, url=self.url)
         except BaseException:
             await stack.aclose()
@@ -227,9 +224,7 @@ class Lab:
         self._events = _TaskEvents()
         bus.subscribe_inline(self._events, name="lab")
         card = self._card or default_card(self.target, IN_PROCESS_URL + "/")
-        app = create_app(
-            self.target, card, events=bus, gc_freeze=False, allow_fault_injection=True
-        )
+        app = create_app(self.target, card, events=bus, gc_freeze=False)
         self._card = card
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
@@ -294,17 +289,16 @@ class Lab:
             faults=[fault.model_dump(mode="json") for fault in case.faults],
         )
         plan = FaultPlan(case.faults, guard=_guard(case))
-        if plan.faults or case.mode == "plan":
-            if not self._takes_faults:
-                return _refused(
-                    result,
-                    "the agent does not accept fault injection (its card does not declare "
-                    f"{FAULTS_EXTENSION_URI}); serve it with --allow-fault-injection, on "
-                    "127.0.0.1, to run cases with faults or in plan mode",
-                )
+        if (plan.faults or case.mode == "plan") and not self._takes_faults:
+            return _refused(
+                result,
+                "the agent does not accept fault injection (its card does not declare "
+                f"{FAULTS_EXTENSION_URI}); serve it with --allow-fault-injection, on "
+                "127.0.0.1, to run cases with faults or in plan mode",
+            )
         clock = time.perf_counter()
         try:
-            answer = await asyncio.wait_for(self._send(case, plan), self.timeout)
+            answer = await asyncio.wait_for(self._send(self._transport, case, plan), self.timeout)
         except TimeoutError:
             result.outcome = "error"
             result.message = f"no answer within {self.timeout:g} s"
@@ -327,8 +321,7 @@ class Lab:
             await self._clean_up(case, result)
         return result
 
-    async def _send(self, case: Case, plan: FaultPlan) -> _Answer:
-        assert self._transport is not None
+    async def _send(self, transport: JsonRpcTransport, case: Case, plan: FaultPlan) -> _Answer:
         metadata = {FAULTS_METADATA_KEY: plan.to_metadata()} if plan else None
         message = Message(
             role=Role.user, parts=_parts(case), message_id=uuid.uuid4().hex, kind="message"
@@ -340,9 +333,7 @@ class Lab:
         )
         agent = self._card.name if self._card is not None else None
         try:
-            answer = await self._transport.send_message(
-                params, context=None, extensions=None, http_kwargs=await self._auth_headers()
-            )
+            answer = await transport.send_message(params, context=await self._call_context())
         except A2AClientJSONRPCError as exc:
             return _Answer(error=remote_error_from_jsonrpc(exc, agent=agent))
         except A2AClientHTTPError as exc:
@@ -353,10 +344,17 @@ class Lab:
             return _Answer(task=answer)
         return _Answer(reply=answer)
 
-    async def _auth_headers(self) -> dict[str, Any] | None:
+    async def _headers(self) -> dict[str, str]:
         if self.auth is None or self._card is None:
-            return None
-        return {"headers": await self.auth.headers(self._card)}
+            return {}
+        return dict(await self.auth.headers(self._card))
+
+    async def _call_context(self) -> ClientCallContext:
+        kwargs: dict[str, Any] = {"timeout": self.timeout}
+        headers = await self._headers()
+        if headers:
+            kwargs["headers"] = headers
+        return ClientCallContext(state={"http_kwargs": kwargs})
 
     async def _read_steps(self, result: CaseResult, answer: _Answer) -> None:
         task_id = result.task_id
@@ -365,8 +363,8 @@ class Lab:
         if task_id is not None and self._events is not None:
             events = [_event_dict(event) for event in await self._events.take(task_id)]
             source = "events"
-        elif task_id is not None and self._has_event_stream:
-            events = await self._event_stream(task_id)
+        elif task_id is not None and self._http is not None and self._has_event_stream:
+            events = await self._event_stream(self._http, task_id)
             source = "event_stream" if events is not None else "none"
         if events is not None:
             result.events = events
@@ -376,13 +374,14 @@ class Lab:
             _steps_from_artifact(result, _tool_results(answer.task) or [])
         result.event_source = source
 
-    async def _event_stream(self, task_id: str) -> list[dict[str, Any]] | None:
+    async def _event_stream(
+        self, http: httpx.AsyncClient, task_id: str
+    ) -> list[dict[str, Any]] | None:
         """The task's events from ``/tasks/{id}/events``; ``None`` when not offered."""
-        assert self._http is not None
-        headers = (await self._auth_headers() or {}).get("headers", {})
+        headers = await self._headers()
         found: list[dict[str, Any]] = []
         try:
-            async with self._http.stream(
+            async with http.stream(
                 "GET", f"{self.url}/tasks/{task_id}/events", headers=headers
             ) as response:
                 if response.status_code != 200 or not response.headers.get(
