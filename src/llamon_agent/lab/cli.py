@@ -1,4 +1,4 @@
-"""``llamon lab``: check Quality Lab case files and print their JSON Schema.
+"""``llamon lab``: check and run Quality Lab case files, print their JSON Schema.
 
 ``llamon lab check PATH...`` loads every case file in the paths (files, or directories
 searched for ``.json``/``.yaml``/``.yml``) and prints a table of the cases, or every
@@ -8,13 +8,23 @@ codes:
 * ``0`` -- every case is valid,
 * ``2`` -- at least one problem (or YAML files without the ``lab`` extra).
 
+``llamon lab run PATH... --target module:agent | --url URL`` runs the cases (see
+``lab.runner``) with a progress bar, prints a summary table by outcome and reason, writes
+the reports asked for (``--report-json``, ``--junit``, ``--html``) and exits:
+
+* ``0`` -- every counted case passed,
+* ``1`` -- at least one case failed, was refused or could not run,
+* ``2`` -- the case files, the target or an option is wrong (nothing ran).
+
 ``llamon lab schema`` prints the case file's JSON Schema. The main ``llamon`` command
 mounts ``lab_app`` as ``llamon lab``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -25,16 +35,26 @@ from rich.markup import escape
 from rich.table import Table
 
 from llamon_agent.lab.cases import Case, CaseFileError, CaseProblem, load_cases
+from llamon_agent.lab.results import CaseResult, LabReport
 from llamon_agent.lab.schema import render_schema
 
-__all__ = ["EXIT_INVALID", "EXIT_OK", "check_command", "lab_app", "schema_command"]
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_INVALID",
+    "EXIT_OK",
+    "check_command",
+    "lab_app",
+    "run_command",
+    "schema_command",
+]
 
 EXIT_OK = 0
+EXIT_FAILED = 1
 EXIT_INVALID = 2
 
 lab_app = typer.Typer(
     name="lab",
-    help="Quality Lab: check case files, print their JSON Schema.",
+    help="Quality Lab: check and run case files, print their JSON Schema.",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -117,3 +137,235 @@ def check_command(
 def schema_command() -> None:
     """Print the JSON Schema of a case file."""
     sys.stdout.write(render_schema())
+
+
+def _problem(message: str) -> typer.Exit:
+    err = Console(stderr=True, soft_wrap=True)
+    err.print(f"[red]error:[/red] {escape(message)}", highlight=False)
+    return typer.Exit(EXIT_INVALID)
+
+
+def _selected(cases: list[Case], tags: list[str]) -> list[Case]:
+    wanted = {tag.strip() for option in tags for tag in option.split(",") if tag.strip()}
+    if not wanted:
+        return cases
+    return [case for case in cases if wanted & set(case.tags)]
+
+
+def _credential(api_key: str | None, bearer_token: str | None) -> Any:
+    from llamon_agent.client.auth import ApiKey, Bearer
+
+    if api_key and bearer_token:
+        raise _problem("give --api-key or --bearer-token, not both")
+    if api_key:
+        return ApiKey(api_key)
+    return Bearer(bearer_token) if bearer_token else None
+
+
+def _target(target: str | None, url: str | None, card: str | None) -> tuple[object, Any]:
+    from llamon_agent.a2a.serve import load_agent, load_card
+
+    if (target is None) == (url is None):
+        raise _problem("give the agent to run: --target module:attribute or --url URL")
+    if url is not None:
+        if card is not None:
+            raise _problem("--card is for --target (an agent at a URL serves its own card)")
+        return None, None
+    if "" not in sys.path:
+        sys.path.insert(0, "")  # module names resolve from the current directory
+    try:
+        agent = load_agent(str(target))
+        return agent, load_card(card) if card is not None else None
+    except ValueError as exc:
+        raise _problem(str(exc)) from exc
+
+
+def _cleanup_tools(spec: str | None) -> Any:
+    from llamon_agent.a2a.serve import load_target
+
+    if spec is None:
+        return None
+    try:
+        return load_target(spec)
+    except (ValueError, OSError) as exc:
+        raise _problem(f"cannot load --cleanup-tools {spec!r}: {exc}") from exc
+
+
+@lab_app.command("run")
+def run_command(
+    paths: Annotated[list[Path], typer.Argument(help="Case files or directories of them.")],
+    target: Annotated[
+        str | None, typer.Option(help="The agent to run in process: module:attribute.")
+    ] = None,
+    url: Annotated[str | None, typer.Option(help="The A2A agent to call, by base URL.")] = None,
+    card: Annotated[
+        str | None, typer.Option(help="--target's card: module:attribute or a JSON file.")
+    ] = None,
+    tags: Annotated[
+        list[str] | None, typer.Option("--tags", help="Run only cases with one of these tags.")
+    ] = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="Cases run at once.")] = 1,
+    repeat: Annotated[int, typer.Option(min=1, help="Runs of each case.")] = 1,
+    timeout: Annotated[float, typer.Option(min=0.001, help="Seconds per case.")] = 120.0,
+    cleanup_tools: Annotated[
+        str | None,
+        typer.Option(help="What cleanup steps call: module:attribute (a tool registry)."),
+    ] = None,
+    api_key: Annotated[
+        str | None, typer.Option(envvar="LLAMON_LAB_API_KEY", help="--url's API key.")
+    ] = None,
+    bearer_token: Annotated[
+        str | None, typer.Option(envvar="LLAMON_LAB_BEARER_TOKEN", help="--url's bearer token.")
+    ] = None,
+    report_json: Annotated[
+        Path | None, typer.Option("--report-json", help="Write the JSON report here.")
+    ] = None,
+    junit: Annotated[Path | None, typer.Option(help="Write a JUnit XML report here.")] = None,
+    html: Annotated[Path | None, typer.Option(help="Write the HTML report here.")] = None,
+    proposals: Annotated[
+        Path | None,
+        typer.Option(help="Also run the learned cases in shadow mode from this proposal file."),
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+) -> None:
+    """Run cases against an agent: exit 0 when every case passed, 1 when one did not,
+    2 when nothing could run."""
+    try:
+        cases = load_cases(*paths)
+    except CaseFileError as exc:
+        raise _fail(False, exc.problems) from exc
+    except ImportError as exc:
+        raise _fail(False, [], str(exc)) from exc
+    chosen = _selected(cases, tags or [])
+    if not chosen:
+        raise _problem(f"no case has any of the tags {', '.join(tags or [])}")
+    agent, agent_card = _target(target, url, card)
+    shadow = _shadow_cases(proposals)
+    report = asyncio.run(
+        _run(
+            chosen,
+            agent=agent,
+            url=url,
+            card=agent_card,
+            auth=_credential(api_key, bearer_token),
+            cleanup_tools=_cleanup_tools(cleanup_tools),
+            timeout=timeout,
+            concurrency=concurrency,
+            repeat=repeat,
+            shadow=shadow,
+            progress=not quiet,
+        )
+    )
+    if report is None:
+        raise typer.Exit(EXIT_INVALID)
+    if proposals is not None:
+        _record_shadow(proposals, report)
+    from llamon_agent.lab.reports import summary_table, write_reports
+
+    console = Console()
+    _print_results(console, report)
+    console.print(summary_table(report))
+    write_reports(report, json=report_json, junit=junit, html=html)
+    for label, path in (("JSON", report_json), ("JUnit", junit), ("HTML", html)):
+        if path is not None:
+            console.print(f"{label} report: {escape(str(path))}", highlight=False)
+    counts = report.counts()
+    line = ", ".join(f"{count} {outcome}" for outcome, count in counts.items() if count)
+    if report.ok:
+        console.print(f"[green]OK[/green] {line or 'no case'}", highlight=False)
+        raise typer.Exit(EXIT_OK)
+    console.print(f"[red]FAIL[/red] {line}", highlight=False)
+    raise typer.Exit(EXIT_FAILED)
+
+
+def _print_results(console: Console, report: LabReport) -> None:
+    for result in report.results:
+        if result.passed:
+            continue
+        head = f"[red]{result.outcome.upper()}[/red] {escape(result.case)}"
+        if result.shadow:
+            head += " [dim](shadow)[/dim]"
+        console.print(head, highlight=False)
+        if result.message:
+            console.print(f"  {escape(result.message)}", highlight=False)
+        if result.failure is not None:
+            record = ", ".join(f"{k}={v}" for k, v in result.failure.items() if k != "message")
+            console.print(f"  failure: {escape(record)}", highlight=False)
+        if result.triage is not None:
+            console.print(f"  look first: {escape(str(result.triage['lookFirst']))}")
+            console.print(f"  fix: {escape(str(result.triage['fix']))}")
+
+
+async def _run(
+    cases: list[Case],
+    *,
+    agent: object,
+    url: str | None,
+    progress: bool,
+    concurrency: int,
+    repeat: int,
+    shadow: list[Case],
+    **options: Any,
+) -> LabReport | None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from llamon_agent.client.errors import RemoteAgentError
+    from llamon_agent.lab.runner import Lab
+
+    quiet_logs()
+    total = (len(cases) + len(shadow)) * repeat
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[last]}"),
+        console=Console(stderr=True),
+        disable=not progress,
+        transient=True,
+    )
+    try:
+        async with Lab(agent, url=url, **options) as lab:
+            with bar:
+                job = bar.add_task("cases", total=total, last="")
+
+                def advance(result: CaseResult) -> None:
+                    bar.update(job, advance=1, last=f"{result.outcome} {result.case}")
+
+                return await lab.run(
+                    cases,
+                    concurrency=concurrency,
+                    repeat=repeat,
+                    shadow=shadow,
+                    on_result=advance,
+                )
+    except RemoteAgentError as exc:  # the URL's card could not be read
+        Console(stderr=True).print(
+            f"[red]error:[/red] cannot reach the agent at the URL: "
+            f"{escape(exc.code.value)} {escape(exc.reason)}",
+            highlight=False,
+        )
+        return None
+
+
+def quiet_logs() -> None:
+    """Keep the served agent's INFO lines (a line per task and request) out of the
+    terminal while cases run: only warnings and errors are shown."""
+    for name in ("llamon_agent", "a2a", "httpx", "mcp", "uvicorn"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _shadow_cases(path: Path | None) -> list[Case]:
+    if path is None:
+        return []
+    from llamon_agent.lab.proposals import ProposalStore
+
+    return ProposalStore(path).shadow_cases()
+
+
+def _record_shadow(path: Path, report: LabReport) -> None:
+    from llamon_agent.lab.proposals import ProposalStore
+
+    store = ProposalStore(path)
+    for result in report.results:
+        if result.shadow:
+            store.record(result.case, result.passed)
