@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rich.console import Console
 
 from llamon_agent.lab.reports import (
@@ -419,6 +421,38 @@ def test_junit_of_an_empty_run() -> None:
     assert suite is not None
     assert "timestamp" not in suite.attrib
     assert suite.find("properties") is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    name=st.text(min_size=1, max_size=40),
+    message=st.text(max_size=60),
+    expected=st.text(max_size=20),
+)
+def test_any_text_gives_valid_junit_and_escaped_html(
+    name: str, message: str, expected: str
+) -> None:
+    report = LabReport(
+        results=[
+            CaseResult(
+                case=name,
+                source=f"{name}.yaml",
+                outcome="failed",
+                message=message,
+                assertions=[AssertionResult("final_state", expected, name, False, message)],
+            ),
+            CaseResult(case=name, outcome="error", message=message, repeat=2),
+        ]
+    )
+    root = _xml(junit_xml(report))
+    _check_junit_structure(root)
+    names = [case.attrib["name"] for case in root.iter("testcase")]
+    if not re.search("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]", name):
+        assert names == [name, f"{name} [repeat 2]"]
+    page = _parse(html_report(report))
+    assert page.find("script") == []
+    assert len(page.find("section", **{"class": "case"})) == 2
+    assert json.loads(report_json(report))["results"][0]["case"] == name
 
 
 # -- charts ----------------------------------------------------------------------------------

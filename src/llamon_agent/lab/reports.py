@@ -47,6 +47,7 @@ from llamon_agent.core.scrub import scrub_text
 from llamon_agent.lab.results import OUTCOMES, CaseResult, LabReport
 
 __all__ = [
+    "NO_FAULT",
     "REPORT_FORMAT",
     "ChartRow",
     "LegendEntry",
@@ -125,9 +126,9 @@ def summary_table(report: LabReport) -> Table:
     ``count``; ``-`` for no reason), titled with the counts; its caption says how many
     shadow results were left out."""
     counts = report.counts()
-    title = ", ".join(f"{counts[outcome]} {outcome}" for outcome in OUTCOMES)
+    by_outcome = ", ".join(f"{counts[outcome]} {outcome}" for outcome in OUTCOMES)
+    title = f"{len(report.counted)} result(s): {by_outcome}"
     shadow = len(report.results) - len(report.counted)
-    title = f"{len(report.counted)} result(s): {title}"
     table = Table(
         title=title,
         caption=f"{shadow} shadow result(s) not counted" if shadow else None,
