@@ -539,6 +539,9 @@ def test_html_escapes_every_text() -> None:
     assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; &amp; &#34;quotes&#34;" in text
     assert "&lt;/pre&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in text
     assert "&lt;b&gt;deleteOrder&lt;/b&gt;" in text
+    assert "bad \\x1b[31m control \\x00 characters" in text  # shown, not sent raw
+    assert "\x1b" not in text
+    assert "\x00" not in text
     page = _parse(text)
     assert SCRIPT_NAME in page.texts  # rendered as text, as written
     assert page.find("script") == []

@@ -242,7 +242,7 @@ def _triage(result: CaseResult) -> list[tuple[str, str]]:
 
 
 def _x(text: object) -> str:
-    """Text XML 1.0 can hold: a character it cannot is written as ``\\xNN``."""
+    """Text XML 1.0 (and a page) can hold: a character it cannot is written as ``\\xNN``."""
     return _INVALID_XML.sub(lambda found: f"\\x{ord(found.group()):02x}", str(text))
 
 
@@ -519,6 +519,7 @@ def _environment() -> Environment:
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=lambda value: _x(value) if isinstance(value, str) else value,
     )
     environment.filters["show"] = _show
     environment.filters["duration"] = _duration
