@@ -545,7 +545,6 @@ def test_html_escapes_every_text() -> None:
     page = _parse(text)
     assert SCRIPT_NAME in page.texts  # rendered as text, as written
     assert page.find("script") == []
-    assert page.find("b", **{}) != []  # the page's own <b> tags only
     assert "hunter2" not in text
     assert "sk-live-abcdef1234567890" not in text
 
@@ -588,7 +587,7 @@ def test_html_header_summary_and_one_section_per_result() -> None:
     assert set(counts) == {"passed", "failed", "refused", "error", "shadow"}
     assert "2026-09-21 14:13:20 UTC" in text
     assert "4.32 s" in text
-    summary = page.find("tr", **{})
+    summary = page.find("tr")
     rows = [(a["data-outcome"], a["data-reason"]) for a in summary if "data-outcome" in a]
     assert rows == [(o, r) for o, r, _count in summary_rows(report)]
     sections = page.find("section", **{"class": "case"})
