@@ -55,6 +55,7 @@ from llamon_agent.core.events import emit
 from llamon_agent.core.validation_errors import error_message, error_path
 
 __all__ = [
+    "FAULTS_EXTENSION_URI",
     "FAULTS_METADATA_KEY",
     "DownstreamFailed",
     "DownstreamFault",
@@ -81,6 +82,10 @@ __all__ = [
 
 FAULTS_METADATA_KEY: Final = "llamon.lab/faults"
 """The request-metadata key a fault plan travels under over A2A."""
+
+FAULTS_EXTENSION_URI: Final = "https://llamon.dev/extensions/lab-faults/v1"
+"""The ``AgentExtension`` a server started with fault injection allowed declares in its
+card: a caller checks it before sending a plan (a server without it ignores the key)."""
 
 _Name = Annotated[str, Field(min_length=1)]
 
