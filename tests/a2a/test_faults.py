@@ -31,6 +31,7 @@ from llamon_agent.demo import demo_agent_path
 from tests._support.a2a_server import make_card
 from tests._support.serve import llamon_cli
 
+ANY = "0.0.0.0"  # noqa: S104 - only asked about, never bound: refused before binding
 PLAN = {"faults": [{"kind": "tool_timeout", "tool": "get_book"}], "guard": "plan"}
 
 
@@ -117,7 +118,7 @@ def test_loopback_may_serve_fault_injection(host: str) -> None:
     assert fault_injection_problem(host) is None
 
 
-@pytest.mark.parametrize("host", ["0.0.0.0", "10.1.2.3", "agents.example.com", "::"])
+@pytest.mark.parametrize("host", [ANY, "10.1.2.3", "agents.example.com", "::"])
 def test_any_other_address_is_refused_unless_forced(host: str) -> None:
     problem = fault_injection_problem(host)
     assert problem == (
@@ -128,8 +129,8 @@ def test_any_other_address_is_refused_unless_forced(host: str) -> None:
 
 
 async def test_serve_agent_refuses_before_it_listens() -> None:
-    options = ServeOptions(host="0.0.0.0", port=0, allow_fault_injection=True, store="memory")
-    with pytest.raises(ValueError, match="^fault injection would listen on 0.0.0.0"):
+    options = ServeOptions(host=ANY, port=0, allow_fault_injection=True, store="memory")
+    with pytest.raises(ValueError, match=r"^fault injection would listen on 0\.0\.0\.0,"):
         await serve_agent(Seen(), make_card(), options)
 
 
@@ -149,7 +150,7 @@ def test_the_app_warns_once_when_fault_injection_is_on(caplog: pytest.LogCapture
     ("flags", "line"),
     [
         (
-            ("--host", "0.0.0.0", "--allow-fault-injection"),
+            ("--host", ANY, "--allow-fault-injection"),
             "llamon serve: fault injection would listen on 0.0.0.0, not on loopback: anyone "
             "reaching it could make its requests fail; serve on 127.0.0.1, or pass "
             "--force-fault-injection.",
