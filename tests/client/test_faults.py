@@ -150,6 +150,16 @@ async def test_a_fault_naming_another_agent_leaves_this_one_alone(url: str) -> N
     assert plan.fired == {}
 
 
+async def test_a_stream_drop_is_not_a_send_fault_and_is_not_counted(url: str) -> None:
+    drop = DownstreamStreamDrop(kind="downstream_stream_drop", agent="test-agent")
+    plan = FaultPlan([drop])
+    async with AgentClient(url, retry=NO_WAIT) as client:
+        with fault_scope(plan):
+            result = await asyncio.wait_for(client.send("hi"), TIMEOUT)
+    assert result.text == "plain hi"
+    assert plan.fired == {}
+
+
 async def _streamed(client: AgentClient, agent: GatedAgent) -> list[StreamEvent]:
     got: list[StreamEvent] = []
     async for event in client.stream("go"):

@@ -55,7 +55,12 @@ from llamon_agent.client.errors import (
     remote_error_from_task,
 )
 from llamon_agent.client.extensions import IDEMPOTENT_SEND_EXTENSION
-from llamon_agent.client.faults import downstream_fault, failed_task, unavailable_answer
+from llamon_agent.client.faults import (
+    CALL_FAULTS,
+    downstream_fault,
+    failed_task,
+    unavailable_answer,
+)
 from llamon_agent.client.result import RemoteResult
 from llamon_agent.client.retry import SYSTEM_CLOCK, RetryClock, RetryPolicy, call_with_retry
 from llamon_agent.core.classify import classify_received
@@ -516,15 +521,17 @@ class AgentClient:
         ``RemoteAgentError`` family. Under an active ``FaultPlan`` a downstream fault naming
         this agent takes the answer's place (``client.faults``)."""
 
+        kinds = CALL_FAULTS if operation in _ANSWERED_WITH_A_TASK else _UNAVAILABLE_ONLY
+
         async def attempt() -> tuple[AgentCard, T]:
             card, transport, context = await self._prepared()
             if before is not None:
                 before(card)
             try:
-                fault = downstream_fault(card.name, self._url)
+                fault = downstream_fault(card.name, self._url, kinds)
                 if isinstance(fault, DownstreamUnavailable):
                     raise unavailable_answer(self._url)
-                if isinstance(fault, DownstreamFailed) and operation in _ANSWERED_WITH_A_TASK:
+                if isinstance(fault, DownstreamFailed):
                     return card, cast("T", failed_task(task_id, context_id))
                 return card, await request(transport, context)
             except Exception as exc:
@@ -636,6 +643,8 @@ class AgentClient:
 
 _ANSWERED_WITH_A_TASK: Final = frozenset({"message/send", "tasks/get"})
 """The calls a ``downstream_failed`` fault answers with a failed task."""
+_UNAVAILABLE_ONLY: Final = frozenset({"downstream_unavailable"})
+"""The downstream fault every other call can suffer."""
 
 _TASK_NOT_CANCELABLE: Final = -32002
 """A2A's ``TaskNotCancelableError`` JSON-RPC code."""

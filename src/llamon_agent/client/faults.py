@@ -38,7 +38,9 @@ from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus, TextPart
 from llamon_agent.core.faults import DownstreamFault, active_faults
 
 __all__ = [
+    "CALL_FAULTS",
     "FAILED_TASK_TEXT",
+    "STREAM_FAULTS",
     "downstream_fault",
     "dropped_connection",
     "dropping_after",
@@ -52,13 +54,21 @@ FAILED_TASK_TEXT: Final = "The agent could not complete the task."
 """The status text of an injected failed task."""
 
 
-def downstream_fault(card_name: str | None, url: str | None) -> DownstreamFault | None:
-    """The active plan's fault for the agent named ``card_name`` or at ``url`` (counted
-    as fired), or ``None``."""
+CALL_FAULTS: Final = frozenset({"downstream_unavailable", "downstream_failed"})
+"""The downstream faults a call that is not a stream can suffer."""
+STREAM_FAULTS: Final = CALL_FAULTS | {"downstream_stream_drop"}
+"""The downstream faults a ``message/stream`` can suffer."""
+
+
+def downstream_fault(
+    card_name: str | None, url: str | None, kinds: frozenset[str] = CALL_FAULTS
+) -> DownstreamFault | None:
+    """The active plan's fault of one of ``kinds`` for the agent named ``card_name`` or at
+    ``url`` (counted as fired), or ``None``."""
     plan = active_faults()
     if plan is None:
         return None
-    return plan.for_downstream(card_name, url, url.rstrip("/") if url else None)
+    return plan.for_downstream(card_name, url, url.rstrip("/") if url else None, kinds=kinds)
 
 
 def unavailable_answer(url: str) -> A2AClientHTTPError:

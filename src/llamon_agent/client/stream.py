@@ -80,6 +80,7 @@ from llamon_agent.client.errors import (
     remote_error_from_task,
 )
 from llamon_agent.client.faults import (
+    STREAM_FAULTS,
     downstream_fault,
     dropping_after,
     failed_task,
@@ -562,7 +563,7 @@ async def stream_events(
 
     async def open_stream() -> tuple[AsyncGenerator[_Event], _Event]:
         _, transport, context = await client._prepared()
-        fault = downstream_fault(card.name, client._url)
+        fault = downstream_fault(card.name, client._url, STREAM_FAULTS)
         events: AsyncGenerator[_Event]
         if isinstance(fault, DownstreamUnavailable):
             raise client._error(
