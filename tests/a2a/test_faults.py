@@ -28,7 +28,7 @@ from llamon_agent.core.faults import (
     fault_scope,
 )
 from llamon_agent.demo import demo_agent_path
-from tests._support.a2a_server import make_card
+from tests._support.a2a_server import make_card, running_server
 from tests._support.serve import llamon_cli
 
 ANY = "0.0.0.0"  # noqa: S104 - only asked about, never bound: refused before binding
@@ -134,10 +134,15 @@ async def test_serve_agent_refuses_before_it_listens() -> None:
         await serve_agent(Seen(), make_card(), options)
 
 
-def test_the_app_warns_once_when_fault_injection_is_on(caplog: pytest.LogCaptureFixture) -> None:
+async def test_the_app_warns_at_startup_when_fault_injection_is_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    app = create_app(Seen(), make_card(), allow_fault_injection=True)
     with caplog.at_level(logging.WARNING, logger="llamon_agent.a2a"):
-        app = create_app(Seen(), make_card(), allow_fault_injection=True)
-        create_app(Seen(), make_card())
+        async with running_server(app):
+            pass
+        async with running_server(create_app(Seen(), make_card())):
+            pass
     warnings = [r.getMessage() for r in caplog.records if "fault injection" in r.getMessage()]
     assert warnings == [
         f"fault injection is allowed: requests may carry a fault plan ({FAULTS_EXTENSION_URI}); "

@@ -491,7 +491,7 @@ def create_app(
     (``core.faults.FAULTS_METADATA_KEY``) runs inside it -- its tools, model, MCP and
     agent calls and its task store saves fail as the plan says; a plan that does not parse
     is refused (-32602 ``invalid_fault_plan``). The card then declares the
-    ``FAULTS_EXTENSION_URI`` extension, and a WARNING says so when the app is built. Off,
+    ``FAULTS_EXTENSION_URI`` extension, and a WARNING says so when the app starts. Off,
     the key is ignored.
     """
     install_log_scrubbing()
@@ -507,11 +507,6 @@ def create_app(
     if allow_fault_injection:
         executor.allow_fault_injection = True
         card = _declaring_fault_injection(card)
-        logger.warning(
-            "fault injection is allowed: requests may carry a fault plan (%s); "
-            "never run this in production",
-            FAULTS_EXTENSION_URI,
-        )
     if events is not None and executor.events is None:
         executor.events = events
     if executor.failure_store is None:
@@ -544,6 +539,12 @@ def create_app(
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         if gc_freeze:
             freeze_startup_heap()
+        if allow_fault_injection:
+            logger.warning(
+                "fault injection is allowed: requests may carry a fault plan (%s); "
+                "never run this in production",
+                FAULTS_EXTENSION_URI,
+            )
         try:
             yield
         finally:

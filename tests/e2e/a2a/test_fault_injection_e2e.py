@@ -26,7 +26,7 @@ from llamon_agent.core.faults import FAULTS_EXTENSION_URI, FAULTS_METADATA_KEY
 from llamon_agent.loop import LoopAgent, ScriptedModel, ToolMessage, ToolRegistry, tool_call
 from llamon_agent.mcp import MCPToolLoader
 from tests._support.a2a_server import make_card, running_server
-from tests._support.serve import message_json, rpc
+from tests._support.serve import llamon_serve, message_json, rpc
 from tests.mcp.conftest import serving
 
 DUNE = {"title": "Dune"}
@@ -251,3 +251,23 @@ async def test_the_card_declares_the_extension_when_allowed() -> None:
         card = (await http.get(url + ".well-known/agent-card.json")).json()
     uris = [ext["uri"] for ext in card["capabilities"]["extensions"]]
     assert FAULTS_EXTENSION_URI in uris
+
+
+@pytest.mark.parametrize("allow", [True, False])
+async def test_llamon_serve_flag_turns_it_on(tmp_path: Path, allow: bool) -> None:
+    flags = ("--store", "memory", *(("--allow-fault-injection",) if allow else ()))
+    malformed = {FAULTS_METADATA_KEY: {"faults": [{"kind": "no_such_fault"}]}}
+    async with (
+        llamon_serve(tmp_path, *flags) as (_, url),
+        httpx.AsyncClient(timeout=TIMEOUT) as http,
+    ):
+        card = (await http.get(url + ".well-known/agent-card.json")).json()
+        declared = [e["uri"] for e in card["capabilities"].get("extensions") or []]
+        assert (FAULTS_EXTENSION_URI in declared) is allow
+        reply = await _send(http, url, "hello", malformed)
+        if allow:
+            assert reply["error"]["data"]["errorReason"] == "invalid_fault_plan"
+        else:
+            assert reply["result"]["status"]["state"] == "completed"  # the key is ignored
+        again = await _send(http, url, "hello")
+        assert again["result"]["status"]["state"] == "completed"
