@@ -116,6 +116,7 @@ async def test_unavailable_is_an_http_503_retried_by_the_policy(
             503,
         )
         assert plan.fired == {"downstream_unavailable:test-agent": 3}  # every attempt
+        assert url.removeprefix("http://") not in str(error)  # as for a real 503
         assert agent.runs == 0
         await _answered_after(client)
 
