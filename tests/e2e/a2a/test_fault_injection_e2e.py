@@ -17,16 +17,21 @@ from typing import Any
 
 import httpx
 import pytest
+from a2a.server.apps import A2AStarletteApplication
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.tasks import InMemoryTaskStore
 from examples.bookshop_mcp_server import build_server
 
 from llamon_agent.a2a import AgentContext
 from llamon_agent.a2a.server import create_app
 from llamon_agent.a2a.stores import open_stores
+from llamon_agent.client import AgentClient, clear_card_cache
 from llamon_agent.core.faults import FAULTS_EXTENSION_URI, FAULTS_METADATA_KEY
 from llamon_agent.loop import LoopAgent, ScriptedModel, ToolMessage, ToolRegistry, tool_call
 from llamon_agent.mcp import MCPToolLoader
 from tests._support.a2a_server import make_card, running_server
 from tests._support.serve import llamon_serve, message_json, rpc
+from tests.client.test_faults import NO_WAIT, GatedAgent
 from tests.mcp.conftest import serving
 
 DUNE = {"title": "Dune"}
@@ -271,3 +276,47 @@ async def test_llamon_serve_flag_turns_it_on(tmp_path: Path, allow: bool) -> Non
             assert reply["result"]["status"]["state"] == "completed"  # the key is ignored
         again = await _send(http, url, "hello")
         assert again["result"]["status"]["state"] == "completed"
+
+
+@asynccontextmanager
+async def _calling_agent(allow: bool) -> AsyncIterator[tuple[httpx.AsyncClient, str, GatedAgent]]:
+    """A served llamon agent that asks a plain a2a-sdk agent (``AgentClient``) and answers
+    with its reply; an HTTP client and the served agent's URL."""
+    downstream = GatedAgent()
+    handler = DefaultRequestHandler(agent_executor=downstream, task_store=InMemoryTaskStore())
+    plain = A2AStarletteApplication(agent_card=make_card(), http_handler=handler).build()
+    async with running_server(plain) as downstream_url:
+
+        async def caller(ctx: AgentContext) -> str:
+            async with AgentClient(downstream_url, retry=NO_WAIT) as client:
+                return (await client.send(ctx.text)).text
+
+        app = create_app(caller, make_card(), allow_fault_injection=allow)
+        async with running_server(app) as base, httpx.AsyncClient(timeout=TIMEOUT) as http:
+            yield http, base + "/", downstream
+
+
+@pytest.mark.parametrize(
+    ("fault", "expected"),
+    [
+        (
+            {"kind": "downstream_unavailable", "agent": "test-agent"},
+            ("UPSTREAM_UNAVAILABLE", "http_5xx", True),
+        ),
+        (
+            {"kind": "downstream_failed", "agent": "test-agent"},
+            ("UPSTREAM_UNAVAILABLE", "a2a_upstream_error", False),  # one hop up
+        ),
+    ],
+)
+async def test_the_plan_reaches_the_agents_the_served_agent_calls(
+    fault: dict[str, Any], expected: tuple[str, str, bool]
+) -> None:
+    clear_card_cache()
+    async with _calling_agent(allow=True) as (http, url, downstream):
+        data = _failure(await _send(http, url, "hi", _plan(fault)))
+        assert (data["errorCode"], data["errorReason"], data["retriable"]) == expected
+        assert downstream.runs == 0  # the fault answered in its place
+        again = await _send(http, url, "hi")
+        assert _answer(again) == "plain hi"
+        assert downstream.runs == 1
