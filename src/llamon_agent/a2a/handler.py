@@ -33,6 +33,12 @@ One run per task, one end per run (``task_locks``): a second ``message/send`` or
 and the run decide the task's end once -- the cancel answers the state the task really
 ended in (``canceled``, or -32002 naming the state that won), and ``tasks/get`` agrees.
 
+A fault plan in a ``message/send`` / ``message/stream`` request's params metadata (a
+server with fault injection allowed: ``CustomAgentExecutor.fault_plan``, the one reader)
+is made active (``core.faults.fault_scope``) once the request is admitted and before its
+run starts, so the agent's task and the task store's writes for the request inherit it; a
+malformed plan is refused like any bad request (-32602 ``invalid_fault_plan``).
+
 And two repairs:
 
 * A failure is answered as soon as it happens. a2a-sdk notices an executor that raises
