@@ -252,6 +252,21 @@ def serve_command(
             "without one, on loopback only).",
         ),
     ] = False,
+    allow_fault_injection: Annotated[
+        bool,
+        typer.Option(
+            "--allow-fault-injection",
+            help="Apply the fault plan a request's metadata carries (Quality Lab runs; "
+            "loopback only). Never in production.",
+        ),
+    ] = False,
+    force_fault_injection: Annotated[
+        bool,
+        typer.Option(
+            "--force-fault-injection",
+            help="With --allow-fault-injection: allow it on an address that is not loopback.",
+        ),
+    ] = False,
 ) -> None:
     """Serve an agent over A2A (JSON-RPC) until stopped."""
     import asyncio
@@ -284,6 +299,14 @@ def serve_command(
             options = replace(options, events=_events_bus(events_jsonl))
         if console:
             options = replace(options, console=_console_options(host, options.auth))
+        if allow_fault_injection or force_fault_injection:
+            options = replace(
+                options,
+                allow_fault_injection=True,
+                force_fault_injection=_fault_injection_forced(
+                    host, allow_fault_injection, force_fault_injection
+                ),
+            )
     except UserError as exc:
         _fail(str(exc), 2)
     home = _writable_home() if options.store == "sqlite" else ""
@@ -305,6 +328,19 @@ def serve_command(
         if problem is None:
             raise
         _fail(problem, 1)
+
+
+def _fault_injection_forced(host: str, allowed: bool, forced: bool) -> bool:
+    """``forced``, once the flags may serve fault injection on ``host``; ``UserError`` for
+    ``--force-fault-injection`` alone or a non-loopback host without it."""
+    from llamon_agent.a2a.serve import fault_injection_problem
+
+    if not allowed:
+        raise UserError("--force-fault-injection needs --allow-fault-injection.")
+    problem = fault_injection_problem(host, force=forced)
+    if problem is not None:
+        raise UserError(problem + ".")
+    return forced
 
 
 def _console_options(host: str, auth: AuthConfig | None) -> Any:

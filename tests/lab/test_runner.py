@@ -82,7 +82,8 @@ async def test_final_state_and_error_code_that_do_not_hold_say_what_happened() -
     assert result.failure is not None
     assert result.failure["errorCode"] == "UPSTREAM_UNAVAILABLE"
     assert result.failure["errorReason"] == "component_invoke_error"
-    assert result.triage is not None and result.triage["reason"] == "component_invoke_error"
+    assert result.triage is not None
+    assert result.triage["reason"] == "component_invoke_error"
 
 
 @pytest.mark.parametrize(
@@ -155,9 +156,7 @@ async def test_artifact_contains_names_the_missing_texts() -> None:
 
 
 async def test_max_duration_ms_fails_a_slow_run() -> None:
-    (result,) = await run_demo(
-        case(name="fast", query="hello", assertions={"max_duration_ms": 1})
-    )
+    (result,) = await run_demo(case(name="fast", query="hello", assertions={"max_duration_ms": 1}))
     (duration,) = result.assertions[1:]
     if result.duration_ms <= 1:  # pragma: no cover - an in-memory run under a millisecond
         assert duration.passed
@@ -243,7 +242,8 @@ async def test_repeat_and_concurrency_keep_the_order_of_the_cases() -> None:
         ("c2", 1),
     ]
     assert sorted(seen) == ["c0", "c0", "c1", "c1", "c2", "c2"]
-    assert report.ok and report.counts() == {"passed": 6, "failed": 0, "refused": 0, "error": 0}
+    assert report.ok
+    assert report.counts() == {"passed": 6, "failed": 0, "refused": 0, "error": 0}
 
 
 async def test_a_case_that_takes_too_long_is_an_error_and_the_next_case_runs() -> None:

@@ -84,7 +84,12 @@ from llamon_agent.a2a.parts import (
     progress_parts,
     text_part,
 )
-from llamon_agent.a2a.protocol import RequestLimits, check_send_params, with_protocol_data
+from llamon_agent.a2a.protocol import (
+    RequestLimits,
+    check_send_params,
+    protocol_error,
+    with_protocol_data,
+)
 from llamon_agent.a2a.states import PAUSED_STATES
 from llamon_agent.a2a.stores.failures import FailureStore, StoredFailure
 from llamon_agent.a2a.stores.guard import GuardedTaskStore
@@ -96,6 +101,7 @@ from llamon_agent.core.error_data import ApplicationErrorData, make_application_
 from llamon_agent.core.errors import error_data_for_exception
 from llamon_agent.core.events import EventBus, RunnerEvent, event_scope, failure_metadata
 from llamon_agent.core.failures import FailureRecord
+from llamon_agent.core.faults import FAULTS_METADATA_KEY, FaultPlan, active_faults, fault_scope
 from llamon_agent.core.hitl import HITLInterrupt
 from llamon_agent.core.logs import LOG_FIELDS, failure_log_fields
 from llamon_agent.core.telemetry import (
@@ -232,6 +238,13 @@ class CustomAgentExecutor(AgentExecutor):
     writes never hold up or change an answer. ``events``: the bus the task's runner
     events go to (``task.submitted`` ... ``task.failed``), and, through ``event_scope``,
     those of the loop, flow or MCP tools the agent runs.
+
+    ``allow_fault_injection`` (default off): a request whose params metadata carries a
+    fault plan under ``FAULTS_METADATA_KEY`` runs inside ``fault_scope(plan)``
+    (``core.faults``): its agent's tools, model, MCP and agent calls and its task store
+    saves fail as the plan says. Off, the key is ignored. ``fault_plan(metadata)`` is the
+    one reader of that key (the request handler asks it before a task exists; ``execute``
+    asks it when no plan is active yet, so the executor run on its own applies it too).
     """
 
     def __init__(
@@ -244,8 +257,10 @@ class CustomAgentExecutor(AgentExecutor):
         failure_store: FailureStore | None = None,
         agent_name: str | None = None,
         events: EventBus | None = None,
+        allow_fault_injection: bool = False,
     ) -> None:
         self.agent = as_agent(agent)
+        self.allow_fault_injection = allow_fault_injection
         self.failure_store = failure_store
         self.agent_name = agent_name
         self.events = events
@@ -274,6 +289,20 @@ class CustomAgentExecutor(AgentExecutor):
         if problem is not None:
             raise problem
 
+    def fault_plan(self, metadata: Mapping[str, Any] | None) -> FaultPlan | None:
+        """The fault plan of a request's params ``metadata``; ``None`` when fault injection
+        is not allowed or the metadata carries none. A plan that does not parse raises
+        ``ServerError`` -32602, ``INVALID_INPUT`` / ``invalid_fault_plan``, with the
+        problem (``FaultPlan.from_metadata``'s message)."""
+        if not self.allow_fault_injection or not metadata or FAULTS_METADATA_KEY not in metadata:
+            return None
+        try:
+            return FaultPlan.from_metadata(metadata[FAULTS_METADATA_KEY])
+        except ValueError as exc:
+            raise protocol_error(
+                InvalidParamsError, ErrorCode.INVALID_INPUT, "invalid_fault_plan", str(exc)
+            ) from None
+
     def pop_protocol_error(self, task_id: str | None) -> ServerError | None:
         """The protocol error the agent raised for ``task_id`` (taken once); the same as
         ``protocol_errors.pop(task_id)``."""
@@ -282,7 +311,20 @@ class CustomAgentExecutor(AgentExecutor):
     # -- execution ------------------------------------------------------------------
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        """Run the agent for one message; never raises for agent failures."""
+        """Run the agent for one message; never raises for agent failures.
+
+        With fault injection allowed and no plan active yet, the request's plan (its params
+        metadata, ``fault_plan``) is active while the agent runs; a malformed one raises
+        ``ServerError`` (``invalid_fault_plan``) before anything runs."""
+        if self.allow_fault_injection and active_faults() is None:
+            plan = self.fault_plan(context.metadata)
+            if plan is not None:
+                with fault_scope(plan):
+                    await self._execute_observed(context, event_queue)
+                return
+        await self._execute_observed(context, event_queue)
+
+    async def _execute_observed(self, context: RequestContext, event_queue: EventQueue) -> None:
         if self.events is None:
             await self._execute(context, event_queue)
             return

@@ -33,6 +33,12 @@ One run per task, one end per run (``task_locks``): a second ``message/send`` or
 and the run decide the task's end once -- the cancel answers the state the task really
 ended in (``canceled``, or -32002 naming the state that won), and ``tasks/get`` agrees.
 
+A fault plan in a ``message/send`` / ``message/stream`` request's params metadata (a
+server with fault injection allowed: ``CustomAgentExecutor.fault_plan``, the one reader)
+is made active (``core.faults.fault_scope``) once the request is admitted and before its
+run starts, so the agent's task and the task store's writes for the request inherit it; a
+malformed plan is refused like any bad request (-32602 ``invalid_fault_plan``).
+
 And two repairs:
 
 * A failure is answered as soon as it happens. a2a-sdk notices an executor that raises
@@ -98,6 +104,7 @@ from llamon_agent.a2a.stores.guard import GuardedTaskStore, guard_task_store
 from llamon_agent.a2a.stores.sent_lookup import SENT_METADATA_KEY
 from llamon_agent.a2a.task_locks import RunClaim, TaskClaims, task_busy
 from llamon_agent.core.errors import error_data_for_exception
+from llamon_agent.core.faults import FaultPlan, fault_scope
 
 __all__ = ["LlamonRequestHandler"]
 
@@ -537,20 +544,31 @@ class LlamonRequestHandler(DefaultRequestHandler):
         error the agent raised."""
         with as_protocol_errors():
             await self._admit(params, context)
-            key = self.sent.key(params.message, context)
-            earlier, held = await self._earlier_task(params.message, key, context)
-            if earlier is not None:
-                return await self._send_again(earlier, params, context)
-            try:
-                result = await super().on_message_send(params, context)
-            finally:
-                if key is not None and held is not None:
-                    self.sent.release(key, held)
+            plan = self.agent_executor.fault_plan(params.metadata)
+            if plan is None:
+                result = await self._send(params, context)
+            else:
+                with fault_scope(plan):
+                    result = await self._send(params, context)
         if isinstance(result, Task):
             error = self.agent_executor.protocol_errors.pop(result.id)
             if error is not None:
                 raise error
         return result
+
+    async def _send(
+        self, params: MessageSendParams, context: ServerCallContext | None
+    ) -> Message | Task:
+        """message/send once admitted: answer a repeat, else run."""
+        key = self.sent.key(params.message, context)
+        earlier, held = await self._earlier_task(params.message, key, context)
+        if earlier is not None:
+            return await self._send_again(earlier, params, context)
+        try:
+            return await super().on_message_send(params, context)
+        finally:
+            if key is not None and held is not None:
+                self.sent.release(key, held)
 
     async def on_message_send_stream(
         self, params: MessageSendParams, context: ServerCallContext | None = None
@@ -558,6 +576,24 @@ class LlamonRequestHandler(DefaultRequestHandler):
         """message/stream: as message/send, event by event."""
         with as_protocol_errors():
             await self._admit(params, context)
+            plan = self.agent_executor.fault_plan(params.metadata)
+        if plan is None:
+            async for event in self._stream(params, context):
+                yield event
+            return
+        scope = fault_scope(plan)
+        scope.__enter__()  # left below: a stream is read by one task, the scope spans it
+        try:
+            async for event in self._stream(params, context):
+                yield event
+        finally:
+            _leave(scope)
+
+    async def _stream(
+        self, params: MessageSendParams, context: ServerCallContext | None
+    ) -> AsyncGenerator[Event]:
+        """message/stream once admitted: a repeat's events, else the run's."""
+        with as_protocol_errors():
             key = self.sent.key(params.message, context)
             earlier, held = await self._earlier_task(params.message, key, context)
             if earlier is not None:
@@ -732,6 +768,13 @@ class LlamonRequestHandler(DefaultRequestHandler):
             raise push_not_supported()
         with as_protocol_errors():
             await super().on_delete_task_push_notification_config(params, context)
+
+
+def _leave(scope: contextlib.AbstractContextManager[FaultPlan | None]) -> None:
+    """Leave a stream's fault scope; a stream closed from another context (its reader
+    gone, the generator finalized elsewhere) has nothing to restore there."""
+    with contextlib.suppress(ValueError):
+        scope.__exit__(None, None, None)
 
 
 def _is_final(event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> bool:

@@ -29,7 +29,7 @@ from a2a.types import AgentCard
 
 from llamon_agent.a2a.auth import AuthConfig
 from llamon_agent.a2a.card import AuthSpec, build_agent_card, skill
-from llamon_agent.a2a.console import ConsoleOptions, exposure_problem
+from llamon_agent.a2a.console import ConsoleOptions, exposure_problem, is_loopback
 from llamon_agent.a2a.protocol import RequestLimits
 from llamon_agent.a2a.push_policy import PushPolicy
 from llamon_agent.a2a.serve_logging import LogFormat, serve_log_config
@@ -48,6 +48,7 @@ __all__ = [
     "ServeOptions",
     "bind_socket",
     "default_card",
+    "fault_injection_problem",
     "load_agent",
     "load_card",
     "load_target",
@@ -101,6 +102,23 @@ class ServeOptions:
     console: ConsoleOptions | None = None
     """Serve the web console at ``/console`` (``create_app(console=)``), reading the
     store's task events; without ``auth`` only on a loopback address."""
+    allow_fault_injection: bool = False
+    """Apply the fault plan a request's metadata carries (``create_app(allow_fault_injection=)``,
+    Quality Lab runs); only on a loopback address unless ``force_fault_injection``."""
+    force_fault_injection: bool = False
+    """Allow fault injection on an address that is not loopback as well."""
+
+
+def fault_injection_problem(host: str, *, force: bool = False) -> str | None:
+    """Why fault injection may not be allowed on ``host``, or ``None``: anyone who reaches
+    the server could make its requests fail, so only a loopback address (``localhost``,
+    ``127.x.x.x``, ``::1``) may serve it, unless ``force``."""
+    if force or is_loopback(host):
+        return None
+    return (
+        f"fault injection would listen on {host}, not on loopback: anyone reaching it could "
+        "make its requests fail; serve on 127.0.0.1, or pass --force-fault-injection"
+    )
 
 
 def load_target(target: str) -> Any:
@@ -261,12 +279,18 @@ async def serve_agent(
 
     ``on_ready(url)`` is called once the socket listens (``port=0`` picks a free port).
     ``sock``: a socket from ``bind_socket`` to serve on instead of ``options.host/port``
-    (closed when serving ends).
+    (closed when serving ends). ``ValueError`` before anything listens when a console
+    without credentials, or fault injection without ``force_fault_injection``, would be
+    served on an address that is not loopback.
     """
     options = options or ServeOptions()
+    bound = options.host if sock is None else str(sock.getsockname()[0])
     if options.console is not None:  # before binding: never open, not even for a moment
-        bound = options.host if sock is None else str(sock.getsockname()[0])
         problem = exposure_problem(bound, options.auth)
+        if problem is not None:
+            raise ValueError(problem)
+    if options.allow_fault_injection:
+        problem = fault_injection_problem(bound, force=options.force_fault_injection)
         if problem is not None:
             raise ValueError(problem)
     sock = sock or bind_socket(options.host, options.port)
@@ -313,6 +337,7 @@ async def serve_agent(
             metrics=options.metrics,
             event_store=event_store,
             console=options.console,
+            allow_fault_injection=options.allow_fault_injection,
         )
         logging_setup: dict[str, Any] = {}
         if options.log_format is not None:

@@ -88,6 +88,7 @@ from llamon_agent.a2a.stores.failures import FailureStore
 from llamon_agent.a2a.stores.task_events import TaskEventStore
 from llamon_agent.client.extensions import IDEMPOTENT_SEND_EXTENSION
 from llamon_agent.core.events import EventBus
+from llamon_agent.core.faults import FAULTS_EXTENSION_URI
 from llamon_agent.core.logs import install_log_scrubbing
 from llamon_agent.core.settings import idempotency_window_setting, push_allow_setting
 from llamon_agent.core.telemetry import span_event_subscriber
@@ -397,6 +398,21 @@ def _declaring_idempotent_sends(card: AgentCard, window: float) -> AgentCard:
     return card.model_copy(update={"capabilities": capabilities})
 
 
+def _declaring_fault_injection(card: AgentCard) -> AgentCard:
+    """The served card, declaring that fault plans in request metadata are applied."""
+    extensions = [
+        ext for ext in card.capabilities.extensions or [] if ext.uri != FAULTS_EXTENSION_URI
+    ]
+    extensions.append(
+        AgentExtension(
+            uri=FAULTS_EXTENSION_URI,
+            description="a fault plan in the request's metadata is applied (Quality Lab runs)",
+        )
+    )
+    capabilities = card.capabilities.model_copy(update={"extensions": extensions})
+    return card.model_copy(update={"capabilities": capabilities})
+
+
 def create_app(
     agent: object,
     card: AgentCard,
@@ -417,6 +433,7 @@ def create_app(
     event_store: TaskEventStore | None = None,
     span_events: bool = True,
     console: ConsoleOptions | None = None,
+    allow_fault_injection: bool = False,
 ) -> Starlette:
     """The A2A Starlette app for ``agent`` (anything ``as_agent`` accepts) and its card.
 
@@ -469,6 +486,13 @@ def create_app(
     what this process still holds). Its sign-in uses ``auth``'s credentials (operators
     only); without ``auth`` it answers on loopback only. ``ValueError`` when ``console.operators``
     names a caller ``auth`` does not know.
+    ``allow_fault_injection`` (default off; for Quality Lab runs, never in production): a
+    ``message/send`` or ``message/stream`` whose params metadata carries a fault plan
+    (``core.faults.FAULTS_METADATA_KEY``) runs inside it -- its tools, model, MCP and
+    agent calls and its task store saves fail as the plan says; a plan that does not parse
+    is refused (-32602 ``invalid_fault_plan``). The card then declares the
+    ``FAULTS_EXTENSION_URI`` extension, and a WARNING says so when the app starts. Off,
+    the key is ignored.
     """
     install_log_scrubbing()
     _quiet_client_mistakes()
@@ -480,6 +504,9 @@ def create_app(
     executor = executor or CustomAgentExecutor(
         agent, limits=limits, task_store=tasks, events=events
     )
+    if allow_fault_injection:
+        executor.allow_fault_injection = True
+        card = _declaring_fault_injection(card)
     if events is not None and executor.events is None:
         executor.events = events
     if executor.failure_store is None:
@@ -512,6 +539,12 @@ def create_app(
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         if gc_freeze:
             freeze_startup_heap()
+        if allow_fault_injection:
+            logger.warning(
+                "fault injection is allowed: requests may carry a fault plan (%s); "
+                "never run this in production",
+                FAULTS_EXTENSION_URI,
+            )
         try:
             yield
         finally:

@@ -25,7 +25,7 @@ import logging
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Self, TypeVar, cast
 
 import httpx
 from a2a.client.middleware import ClientCallContext
@@ -55,12 +55,19 @@ from llamon_agent.client.errors import (
     remote_error_from_task,
 )
 from llamon_agent.client.extensions import IDEMPOTENT_SEND_EXTENSION
+from llamon_agent.client.faults import (
+    CALL_FAULTS,
+    downstream_fault,
+    failed_task,
+    unavailable_answer,
+)
 from llamon_agent.client.result import RemoteResult
 from llamon_agent.client.retry import SYSTEM_CLOCK, RetryClock, RetryPolicy, call_with_retry
 from llamon_agent.core.classify import classify_received
 from llamon_agent.core.codes import ErrorCode, Stage
 from llamon_agent.core.events import RunnerEvent, current_scope, emit, failure_metadata, observed
 from llamon_agent.core.failures import FailureRecord
+from llamon_agent.core.faults import DownstreamFailed, DownstreamUnavailable
 from llamon_agent.core.telemetry import inject_trace_headers
 from llamon_agent.exceptions import LlamonError
 
@@ -511,13 +518,21 @@ class AgentClient:
         policy): the card and what the transport answered. Each attempt reads the card
         (cached) and the credential's headers again (a refreshed token is sent); ``before``
         checks the card before anything is sent. What the transport raises becomes the
-        ``RemoteAgentError`` family."""
+        ``RemoteAgentError`` family. Under an active ``FaultPlan`` a downstream fault naming
+        this agent takes the answer's place (``client.faults``)."""
+
+        kinds = CALL_FAULTS if operation in _ANSWERED_WITH_A_TASK else _UNAVAILABLE_ONLY
 
         async def attempt() -> tuple[AgentCard, T]:
             card, transport, context = await self._prepared()
             if before is not None:
                 before(card)
             try:
+                fault = downstream_fault(card.name, self._url, kinds)
+                if isinstance(fault, DownstreamUnavailable):
+                    raise unavailable_answer(self._url)
+                if isinstance(fault, DownstreamFailed):
+                    return card, cast("T", failed_task(task_id, context_id))
                 return card, await request(transport, context)
             except Exception as exc:
                 raise self._error(exc, task_id=task_id, context_id=context_id) from exc
@@ -625,6 +640,11 @@ class AgentClient:
             error.context_id = context_id
         return error
 
+
+_ANSWERED_WITH_A_TASK: Final = frozenset({"message/send", "tasks/get"})
+"""The calls a ``downstream_failed`` fault answers with a failed task."""
+_UNAVAILABLE_ONLY: Final = frozenset({"downstream_unavailable"})
+"""The downstream fault every other call can suffer."""
 
 _TASK_NOT_CANCELABLE: Final = -32002
 """A2A's ``TaskNotCancelableError`` JSON-RPC code."""

@@ -79,10 +79,18 @@ from llamon_agent.client.errors import (
     RemoteUnavailableError,
     remote_error_from_task,
 )
+from llamon_agent.client.faults import (
+    STREAM_FAULTS,
+    downstream_fault,
+    dropping_after,
+    failed_task,
+    unavailable_answer,
+)
 from llamon_agent.client.result import RemoteResult
 from llamon_agent.client.retry import RetryPolicy, call_with_retry
 from llamon_agent.core.codes import ErrorCode, Stage
 from llamon_agent.core.events import emit, observed
+from llamon_agent.core.faults import DownstreamFailed, DownstreamStreamDrop, DownstreamUnavailable
 from llamon_agent.core.scrub import scrub_text
 
 if TYPE_CHECKING:
@@ -515,6 +523,10 @@ def _dropped_or_error(follower: _Follower, exc: Exception) -> Exception:
 _DROP_CODES: Final = frozenset({ErrorCode.UPSTREAM_UNAVAILABLE, ErrorCode.UPSTREAM_TIMEOUT})
 
 
+async def _one(event: _Event) -> AsyncGenerator[_Event]:
+    yield event
+
+
 def _check_streaming(card: AgentCard) -> None:
     from llamon_agent.client.agent_client import CardMismatchError
 
@@ -533,7 +545,9 @@ async def stream_events(
     policy: RetryPolicy | None = None,
 ) -> AsyncGenerator[StreamEvent]:
     """``message/stream`` of ``message`` through ``client``: the events of the module
-    docstring, recovering from a dropped connection.
+    docstring, recovering from a dropped connection. Under an active ``FaultPlan`` a
+    downstream fault naming the agent is applied when the stream is opened
+    (``client.faults``): a dropped stream is recovered like a real one.
 
     Before anything is sent, a card that does not declare ``capabilities.streaming``, or a
     message that does not fit the card (``AgentClient.check``), raises
@@ -549,7 +563,20 @@ async def stream_events(
 
     async def open_stream() -> tuple[AsyncGenerator[_Event], _Event]:
         _, transport, context = await client._prepared()
-        events = transport.send_message_streaming(params, context=context)
+        fault = downstream_fault(card.name, client._url, STREAM_FAULTS)
+        events: AsyncGenerator[_Event]
+        if isinstance(fault, DownstreamUnavailable):
+            raise client._error(
+                unavailable_answer(client._url),
+                task_id=message.task_id,
+                context_id=message.context_id,
+            )
+        if isinstance(fault, DownstreamFailed):
+            events = _one(failed_task(message.task_id, message.context_id))
+        else:
+            events = transport.send_message_streaming(params, context=context)
+        if isinstance(fault, DownstreamStreamDrop):
+            events = dropping_after(events, fault.after_events)
         try:
             return events, await anext(events)
         except StopAsyncIteration:

@@ -44,7 +44,7 @@ was started with fault injection allowed.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Annotated, Any, Final, Literal, TypeAlias
@@ -84,7 +84,8 @@ FAULTS_METADATA_KEY: Final = "llamon.lab/faults"
 """The request-metadata key a fault plan travels under over A2A."""
 
 FAULTS_EXTENSION_URI: Final = "https://llamon.dev/extensions/lab-faults/v1"
-"""The agent-card extension a server declares when it accepts fault plans."""
+"""The ``AgentExtension`` a server started with fault injection allowed declares in its
+card: a caller checks it before sending a plan (a server without it ignores the key)."""
 
 _Name = Annotated[str, Field(min_length=1)]
 
@@ -307,14 +308,19 @@ class FaultPlan:
                 return False
         return False
 
-    def for_downstream(self, *names: str | None) -> DownstreamFault | None:
+    def for_downstream(
+        self, *names: str | None, kinds: Collection[str] | None = None
+    ) -> DownstreamFault | None:
         """The fault for a call to the agent known by any of ``names`` (its card's name,
-        its URL), every call."""
+        its URL), every call; ``kinds``: only faults of these kinds (what the call can
+        suffer: a ``message/send`` is not a stream)."""
         wanted = {name for name in names if name}
         for fault in self.faults:
-            if isinstance(
-                fault, DownstreamFailed | DownstreamUnavailable | DownstreamStreamDrop
-            ) and (fault.agent in wanted or fault.agent.rstrip("/") in wanted):
+            if (
+                isinstance(fault, DownstreamFailed | DownstreamUnavailable | DownstreamStreamDrop)
+                and (kinds is None or fault.kind in kinds)
+                and (fault.agent in wanted or fault.agent.rstrip("/") in wanted)
+            ):
                 self._fire(fault)
                 return fault
         return None

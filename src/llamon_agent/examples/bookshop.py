@@ -14,6 +14,10 @@ Three ways a tool can fail, and who reads each (mcp 2.x ``MCPServer``):
 A resource that does not exist raises ``ResourceNotFoundError`` (JSON-RPC -32602 with the
 URI in ``data``); resources have no ``is_error`` half-result.
 
+``search_books`` and ``get_book`` are annotated ``readOnlyHint: true`` (a loaded tool's
+``MCPTool.mutating`` is False); ``order_book`` changes the stock (``readOnlyHint: false``,
+``destructiveHint: true``): a plan-mode run does not call it.
+
 Run it (``pip install 'llamon-agent[mcp]'``)::
 
     python -m llamon_agent.examples.bookshop                      # stdio
@@ -39,7 +43,7 @@ with requires_extra("mcp", "llamon_agent.examples.bookshop"):
     from mcp.server import MCPServer
     from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
     from mcp.shared.exceptions import MCPError
-    from mcp.types import INVALID_REQUEST
+    from mcp.types import INVALID_REQUEST, ToolAnnotations
 
 __all__ = ["CATALOG", "READY_LINE", "Book", "build_server", "main", "serve_http"]
 
@@ -79,7 +83,7 @@ def build_server(*, read_only: bool = False, name: str = "Bookshop") -> MCPServe
     server = MCPServer(name, instructions="Search, look up and order books.")
     stock = {title: book.stock for title, book in CATALOG.items()}
 
-    @server.tool()
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     def search_books(
         query: str, limit: Annotated[int, Field(ge=1, le=20)] = 5
     ) -> list[dict[str, str]]:
@@ -94,7 +98,7 @@ def build_server(*, read_only: bool = False, name: str = "Bookshop") -> MCPServe
         ]
         return hits[:limit]
 
-    @server.tool()
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     def get_book(title: str) -> dict[str, str | float | int]:
         """The catalog entry of one book, by its exact title."""
         book = _find(title)
@@ -105,7 +109,7 @@ def build_server(*, read_only: bool = False, name: str = "Bookshop") -> MCPServe
             "stock": stock[book.title],
         }
 
-    @server.tool()
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
     def order_book(title: str, quantity: int = 1, gift_wrap: bool = False) -> str:
         """Order copies of a book by its exact title."""
         if read_only:

@@ -99,10 +99,8 @@ class BookshopModel:
     ) -> ModelResponse:
         """The next step: a tool call, or the answer."""
         start = max(i for i, m in enumerate(messages) if isinstance(m, UserMessage))
-        request = messages[start]
-        assert isinstance(request, UserMessage)
         results = [m for m in messages[start:] if isinstance(m, ToolMessage)]
-        wanted = _first_call(request.content)
+        wanted = _first_call(messages[start].content or "")
         if not results:
             if wanted is None:
                 return ModelResponse(content="I can search, look up and order books.")

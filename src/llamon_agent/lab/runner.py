@@ -224,7 +224,7 @@ class Lab:
         self._events = _TaskEvents()
         bus.subscribe_inline(self._events, name="lab")
         card = self._card or default_card(self.target, IN_PROCESS_URL + "/")
-        app = create_app(self.target, card, events=bus, gc_freeze=False)
+        app = create_app(self.target, card, events=bus, gc_freeze=False, allow_fault_injection=True)
         self._card = card
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)

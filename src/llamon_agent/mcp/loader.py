@@ -234,7 +234,11 @@ class MCPSession:
         prefix = self.loader.tool_prefix
         self._tools = [
             wrap_tool_output_normalizer(
-                tool, self._caller(tool.name), budget=self.budget, name=prefix + tool.name
+                tool,
+                self._caller(tool.name),
+                budget=self.budget,
+                name=prefix + tool.name,
+                server=self.loader.label,
             )
             for tool in listed
         ]
@@ -363,7 +367,10 @@ class MCPToolLoader:
     handshake; ``max_transport_failures`` per tool per request (the last escalates);
     ``tool_prefix`` is put before every tool name the model sees; ``include`` keeps only
     the named tools; ``headers`` go with every HTTP request to a URL ``server``;
-    ``client_options`` go to ``mcp.Client`` as they are.
+    ``client_options`` go to ``mcp.Client`` as they are. ``name`` (for a configured
+    server: its ``mcp.json`` name) is the server's name in messages and each tool's
+    ``MCPTool.server`` (a fault plan's ``mcp_connection_drop`` names it); without it, the
+    in-process server's name or the URL without credentials.
     """
 
     def __init__(

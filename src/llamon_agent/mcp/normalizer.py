@@ -41,6 +41,7 @@ and code), ``mcp.escalated`` when the call raises one of the escalations above.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -53,6 +54,14 @@ from llamon_agent.core.classify import Classification, classify_exception
 from llamon_agent.core.codes import ErrorCode, Stage
 from llamon_agent.core.events import emit, failure_metadata, observed
 from llamon_agent.core.failures import FailureRecord
+from llamon_agent.core.faults import (
+    FaultPlan,
+    ToolRaises,
+    ToolReturnsError,
+    ToolSlow,
+    ToolTimeout,
+    active_faults,
+)
 from llamon_agent.core.scrub import scrub_text
 from llamon_agent.loop.result import ToolResult
 from llamon_agent.loop.validation import first_schema_problem
@@ -62,6 +71,8 @@ from llamon_agent.mcp.transport import is_transport_failure
 with requires_extra("mcp", "llamon_agent.mcp"):
     from mcp.shared.exceptions import MCPError
     from mcp.types import (
+        CONNECTION_CLOSED,
+        REQUEST_TIMEOUT,
         AudioContent,
         CallToolResult,
         ContentBlock,
@@ -236,7 +247,15 @@ class MCPTool:
 
     Made by ``wrap_tool_output_normalizer`` (``MCPToolLoader`` does it for every tool it
     loads). ``remote_name`` is the name on the server (``name`` may carry a prefix);
-    ``budget`` counts this request's transport failures.
+    ``budget`` counts this request's transport failures; ``server`` is the server's name
+    (its ``mcp.json`` name, else the loader's label); ``mutating`` is False only for a
+    tool whose annotations say ``readOnlyHint: true`` (MCP's default: a tool may have side
+    effects).
+
+    Under an active ``FaultPlan`` (``core.faults``) each call first asks the plan: a
+    dropped connection of ``server`` (``mcp_connection_drop``) or a fault naming this
+    tool fails the call the way the real failure does, at the point it would (see
+    ``_call_once``), so the strikes, escalations and events above are what a case sees.
     """
 
     name: str
@@ -246,6 +265,8 @@ class MCPTool:
     _call: ToolCaller = field(repr=False)
     remote_name: str = ""
     output_schema: Mapping[str, Any] | None = None
+    server: str = ""
+    mutating: bool = True
     validates_arguments: ClassVar[bool] = True
     """The loop leaves argument checks to this tool (its one-line texts are a contract)."""
 
@@ -286,7 +307,9 @@ class MCPTool:
         if problem is not None:
             return McpToolOutput.failure(problem, "invalid_arguments")
         try:
-            result = await self._call(dict(arguments))
+            plan = active_faults()
+            injected = await self._injected(plan) if plan is not None else None
+            result = injected or await self._call(dict(arguments))
         except Exception as exc:
             found = classify_exception(exc)
             if is_transport_failure(found):
@@ -303,6 +326,26 @@ class MCPTool:
         if result.is_error:
             return _error_output(self.name, result)
         return _success_output(result)
+
+    async def _injected(self, plan: FaultPlan) -> CallToolResult | None:
+        """A fault of ``plan`` at the remote call: raise what the real failure raises
+        (mcp's ``MCPError`` -32000 for a dropped connection, -32001 for a read timeout,
+        the handler's exception for a crash), return the server's ``isError`` answer for
+        a tool error, or wait ``delay_ms`` and let the call go on (``None``)."""
+        if plan.mcp_dropped(self.server):
+            raise MCPError(code=CONNECTION_CLOSED, message="Connection closed")
+        fault = plan.for_tool(self.name)
+        if isinstance(fault, ToolTimeout):
+            raise MCPError(code=REQUEST_TIMEOUT, message="Request 'tools/call' timed out")
+        if isinstance(fault, ToolRaises):
+            raise RuntimeError(fault.message)
+        if isinstance(fault, ToolReturnsError):
+            return CallToolResult(
+                content=[TextContent(type="text", text=fault.message)], is_error=True
+            )
+        if isinstance(fault, ToolSlow):
+            await asyncio.sleep(fault.delay_ms / 1000)
+        return None
 
     def _transport_failure(self, exc: Exception, found: Classification) -> McpToolOutput:
         count = self.budget.record(self.name)
@@ -343,17 +386,22 @@ def wrap_tool_output_normalizer(
     *,
     budget: RequestBudget,
     name: str | None = None,
+    server: str = "",
 ) -> MCPTool:
     """Wrap one remote MCP tool so each failure becomes an observation or one exception.
 
     ``tool`` is the server's tool description (``mcp.types.Tool``: ``name``,
     ``description``, ``input_schema``, ``output_schema``; any object with those works);
     ``call`` calls it once (see ``ToolCaller``); ``budget`` is this request's
-    ``RequestBudget``; ``name`` renames it for the model (the server still gets its own).
+    ``RequestBudget``; ``name`` renames it for the model (the server still gets its own);
+    ``server`` names the server (what ``mcp_connection_drop`` faults name). The tool is
+    ``mutating`` unless its ``annotations`` say ``read_only_hint`` (``readOnlyHint``) true.
     """
     remote_name = str(tool.name)
     schema = getattr(tool, "input_schema", None)
     output_schema = getattr(tool, "output_schema", None)
+    annotations = getattr(tool, "annotations", None)
+    read_only = getattr(annotations, "read_only_hint", None) is True
     return MCPTool(
         name=name or remote_name,
         description=str(getattr(tool, "description", None) or ""),
@@ -362,4 +410,6 @@ def wrap_tool_output_normalizer(
         _call=call,
         remote_name=remote_name,
         output_schema=output_schema if isinstance(output_schema, Mapping) else None,
+        server=server,
+        mutating=not read_only,
     )

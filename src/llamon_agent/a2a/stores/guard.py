@@ -20,6 +20,11 @@ request handler and the executor use it, never the raw store. What the caller se
   look contexts up.
 * ``drain()`` at shutdown makes one last attempt (bounded) and stops the retries; what is
   still pending then is ended at the next start by ``reconcile_orphaned_tasks``.
+
+The fault seam of the task store is here, the one wrapper every store goes through: under
+an active ``FaultPlan`` with ``task_store_fails_once``, the first ``save`` fails as a
+SQLite store does when its file stays locked (``sqlite3.OperationalError: database is
+locked``), so the caller gets ``TaskStoreUnavailableError`` like for the real outage.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sqlite3
 from dataclasses import dataclass
 from typing import Final, NoReturn
 
@@ -39,6 +45,7 @@ from llamon_agent.a2a.stores.context_lookup import context_finder
 from llamon_agent.a2a.stores.sent_lookup import sent_finder
 from llamon_agent.core.classify import classify_exception
 from llamon_agent.core.codes import ErrorCode
+from llamon_agent.core.faults import active_faults
 from llamon_agent.exceptions import LlamonError
 
 __all__ = ["GuardedTaskStore", "TaskStoreUnavailableError", "guard_task_store"]
@@ -88,6 +95,9 @@ class GuardedTaskStore(TaskStore):
     async def save(self, task: Task, context: ServerCallContext | None = None) -> None:
         """Save ``task``; a transient failure raises ``TaskStoreUnavailableError``."""
         try:
+            plan = active_faults()
+            if plan is not None and plan.store_fails():
+                raise sqlite3.OperationalError("database is locked")
             await self.inner.save(task, context)
         except Exception as exc:
             _raise_classified(exc)
