@@ -25,6 +25,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from llamon_agent.lab.cases import Case, CaseFileError, CaseProblem, load_cases
+from llamon_agent.lab.learn_cli import register_learn_commands
 from llamon_agent.lab.schema import render_schema
 
 __all__ = ["EXIT_INVALID", "EXIT_OK", "check_command", "lab_app", "schema_command"]
@@ -43,6 +44,9 @@ lab_app = typer.Typer(
 @lab_app.callback()
 def _lab_root() -> None:
     """Quality Lab tools."""
+
+
+register_learn_commands(lab_app)  # learn, proposals, accept, reject
 
 
 def _case_row(case: Case) -> dict[str, Any]:
