@@ -131,7 +131,8 @@ class Candidate:
     """A failure that later succeeded for the same input.
 
     ``source`` says where it was found; ``failed`` and ``succeeded`` name the two runs
-    (task ids for the store; ``<case> #<result index>`` of a report); ``failure_reason``
+    (task ids for the store; ``<case>#<result index>@<the report's start>`` for a report:
+    ``find-dune#0@2026-11-30T21:57:00+00:00``); ``failure_reason``
     is the reason the failure was recorded with (``None``: unknown, or an assertion that
     did not hold); ``target`` the first tool the successful run selected (``None``: it
     selected none, or its events were not kept); ``rounds`` the successful run's loop
@@ -508,6 +509,13 @@ def _result_target(result: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _started(value: object) -> str:
+    """A report's ``started_at`` as ISO 8601, UTC (``?`` when it has none)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return "?"
+    return datetime.fromtimestamp(value, UTC).isoformat(timespec="seconds")
+
+
 def find_report_candidates(
     reports: Sequence[Mapping[str, Any]], *, base_dirs: Sequence[Path | None] = ()
 ) -> list[Candidate]:
@@ -519,10 +527,11 @@ def find_report_candidates(
     runs: dict[str, list[tuple[str, Mapping[str, Any], Path | None]]] = {}
     for index in ordered:
         base = base_dirs[index] if index < len(base_dirs) else None
+        started = _started(reports[index].get("started_at"))
         for position, result in enumerate(reports[index].get("results") or []):
             if not isinstance(result, Mapping) or not isinstance(result.get("case"), str):
                 continue
-            label = f"{result['case']} #{position}"
+            label = f"{result['case']}#{position}@{started}"
             runs.setdefault(str(result["case"]), []).append((label, result, base))
     cache: dict[str, list[Case]] = {}
     candidates: list[Candidate] = []
