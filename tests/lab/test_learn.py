@@ -30,6 +30,8 @@ from llamon_agent.lab.proposals import ProposalStore
 from llamon_agent.lab.results import CaseResult, LabReport, StepRecord
 from llamon_agent.loop import LoopAgent, ScriptedModel, ToolRegistry, tool, tool_call
 from tests._support.a2a_server import a2a_client, make_card, running_server, send, user_message
+from tests._support.serve import llamon_cli
+from tests._support.stores import postgres_schema
 
 API_KEY = "sk-proj-Abc123Def456Ghi789Jkl012Mno345Pqr678"
 EMAIL = "ada.lovelace@example.org"
@@ -57,10 +59,11 @@ def flaky_script(pairs: int) -> ScriptedModel:
     return ScriptedModel(steps)
 
 
-async def serve_and_send(home: Path, messages: list[Message]) -> list[Task]:
-    """Serve a loop agent over SQLite under ``home`` (tasks, failures and events kept),
-    send ``messages`` in order, stop; the tasks as the caller saw them."""
-    stores = await open_stores(home=home)
+async def serve_and_send(home: Path, messages: list[Message], dsn: str | None = None) -> list[Task]:
+    """Serve a loop agent over SQLite under ``home`` (or PostgreSQL at ``dsn``; tasks,
+    failures and events kept), send ``messages`` in order, stop; the tasks as the caller
+    saw them."""
+    stores = await open_stores("postgres", dsn=dsn) if dsn else await open_stores(home=home)
     agent = LoopAgent(flaky_script(len(messages) // 2), ToolRegistry([search_books]))
     app = create_app(
         agent,
@@ -78,8 +81,8 @@ async def serve_and_send(home: Path, messages: list[Message]) -> list[Task]:
     return tasks
 
 
-async def candidates_of(home: Path) -> list[Candidate]:
-    stores = await open_stores(home=home)
+async def candidates_of(home: Path, dsn: str | None = None) -> list[Candidate]:
+    stores = await open_stores("postgres", dsn=dsn) if dsn else await open_stores(home=home)
     try:
         return await find_candidates(stores)
     finally:
@@ -138,6 +141,28 @@ async def test_a_failure_that_later_completed_becomes_a_plan_case(tmp_path: Path
     # the same input, whitespace aside, always gets the same name
     spaced = Candidate("report", "a", "b", LearnInput(("find  Dune ",)))
     assert learned_case(spaced).name == proposal.id
+
+
+async def test_learn_reads_a_shared_postgresql_store(tmp_path: Path) -> None:
+    async with postgres_schema() as dsn:
+        failed, completed = await serve_and_send(
+            tmp_path, [user_message("find Dune"), user_message("find Dune")], dsn
+        )
+        [candidate] = await candidates_of(tmp_path, dsn)
+        proposals = tmp_path / "proposals.json"
+        status, out, err = await llamon_cli(
+            "lab", "learn", "--database-url", dsn, "--proposals", str(proposals), "--json"
+        )
+    assert (candidate.failed, candidate.succeeded) == (failed.id, completed.id)
+    assert (candidate.failure_reason, candidate.target, candidate.rounds) == (
+        "timeout",
+        "search_books",
+        2,
+    )
+    assert (status, err) == (0, "")
+    [proposal] = json.loads(out)["proposals"]
+    assert proposal["case"] == propose(candidate).case
+    assert dsn.split("@")[0] not in out  # the DSN's credentials are never printed
 
 
 async def test_learning_twice_proposes_once(tmp_path: Path) -> None:
