@@ -153,6 +153,7 @@ async def test_learn_reads_a_shared_postgresql_store(tmp_path: Path) -> None:
         status, out, err = await llamon_cli(
             "lab", "learn", "--database-url", dsn, "--proposals", str(proposals), "--json"
         )
+    assert (failed.status.state, completed.status.state) == (TaskState.failed, TaskState.completed)
     assert (candidate.failed, candidate.succeeded) == (failed.id, completed.id)
     assert (candidate.failure_reason, candidate.target, candidate.rounds) == (
         "timeout",
@@ -166,7 +167,8 @@ async def test_learn_reads_a_shared_postgresql_store(tmp_path: Path) -> None:
 
 
 async def test_learning_twice_proposes_once(tmp_path: Path) -> None:
-    await serve_and_send(tmp_path, [user_message("find Dune"), user_message("find Dune")])
+    tasks = await serve_and_send(tmp_path, [user_message("find Dune"), user_message("find Dune")])
+    assert [task.status.state for task in tasks] == [TaskState.failed, TaskState.completed]
     store = ProposalStore(tmp_path / "proposals.json")
     first = [propose(c) for c in await candidates_of(tmp_path)]
     new, known = store.add(first)

@@ -380,24 +380,26 @@ def append_case(into: str | Path, case: Case) -> None:
     if path.suffix not in CASE_FILE_SUFFIXES:
         raise ProposalError(f"{path}: not a case file name: use .json, .yaml or .yml")
     entry = case.model_dump(mode="json", exclude_none=True)
+    candidates: list[str] = []
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomic(path, _dump(path, [entry]))
-        return
-    try:
-        existing = load_cases(path)
-    except CaseFileError as exc:
-        raise ProposalError(f"{path} does not load, so no case is added to it:\n{exc}") from exc
-    if any(other.name == case.name for other in existing):
-        raise ProposalError(f"{path} already holds a case named {case.name!r}")
-    names = [*(other.name for other in existing), case.name]
-    text, data = _read_raw(path)
-    candidates: list[str] = []
-    if path.suffix != ".json":
-        appended = _yaml_appended(text, data, entry)
-        if appended is not None:
-            candidates.append(appended)
-    candidates.append(_dump(path, _with_entry(data, entry)))
+        names: list[str | None] = [case.name]
+        candidates.append(_dump(path, [entry]))
+    else:
+        try:
+            existing = load_cases(path)
+        except CaseFileError as exc:
+            message = f"{path} does not load, so no case is added to it:\n{exc}"
+            raise ProposalError(message) from exc
+        if any(other.name == case.name for other in existing):
+            raise ProposalError(f"{path} already holds a case named {case.name!r}")
+        names = [*(other.name for other in existing), case.name]
+        text, data = _read_raw(path)
+        if path.suffix != ".json":
+            appended = _yaml_appended(text, data, entry)
+            if appended is not None:
+                candidates.append(appended)
+        candidates.append(_dump(path, _with_entry(data, entry)))
     for content in candidates:
         if _loads_as(path, content, names):
             _write_atomic(path, content)
