@@ -48,7 +48,7 @@ from a2a.types import DataPart as A2ADataPart
 from a2a.types import Role, Task, TaskState
 from a2a.types import TextPart as A2ATextPart
 
-from llamon_agent.a2a.stores.failures_cli import read_task
+from llamon_agent.a2a.stores.failures import FailureQuery
 from llamon_agent.a2a.stores.failures_tasks import error_data_of, recent_tasks
 from llamon_agent.a2a.stores.open import Stores
 from llamon_agent.core.catalog import reason_spec
@@ -414,6 +414,16 @@ def _pairs(tasks: Sequence[Task]) -> list[tuple[Task, Task, LearnInput]]:
     return pairs
 
 
+async def _failure_reason(stores: Stores, task: Task) -> str | None:
+    """The reason of the failure record the store kept for ``task``, else the
+    ``errorReason`` its caller received."""
+    if stores.failures is not None:
+        page = await stores.failures.query(FailureQuery(task_id=task.id, limit=1))
+        if page.rows:
+            return page.rows[0].reason
+    return _optional_str((error_data_of(task) or {}).get("errorReason"))
+
+
 async def find_store_candidates(
     stores: Stores, *, limit: int = STORE_SCAN_LIMIT
 ) -> list[Candidate]:
@@ -423,12 +433,8 @@ async def find_store_candidates(
     tasks = await recent_tasks(stores, limit=limit)
     candidates: list[Candidate] = []
     for failed, succeeded, found in _pairs(tasks):
-        _, failures, _ = await read_task(stores, failed.id)
-        reason = failures[0].reason if failures else None
-        if reason is None:
-            data = error_data_of(failed) or {}
-            reason = _optional_str(data.get("errorReason"))
-        _, _, events = await read_task(stores, succeeded.id)
+        reason = await _failure_reason(stores, failed)
+        events = await stores.events.for_task(succeeded.id) if stores.events else []
         candidates.append(
             Candidate(
                 source="store",
