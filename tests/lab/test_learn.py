@@ -334,3 +334,27 @@ def test_a_reason_the_catalog_does_not_know_is_not_asserted() -> None:
     assert (case.expected_target, case.assertions.selected_target) == (None, None)
     assert case.assertions.max_rounds is None
     assert input_key(candidate.input) == input_key(LearnInput(("find\tDune",)))
+
+
+def test_learn_read_only_tools_make_execute_cases(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from llamon_agent.cli import app
+
+    cases = tmp_path / "cases.json"
+    cases.write_text(json.dumps([{"name": "find", "mode": "plan", "query": "find Dune"}]), "utf-8")
+    report = _report(
+        1.0,
+        _result("find", str(cases), "failed", failure_reason="timeout"),
+        _result("find", str(cases), "passed", selected_target="search_books", rounds=1),
+    )
+    (tmp_path / "r.json").write_text(json.dumps(report), encoding="utf-8")
+    proposals = str(tmp_path / "p.json")
+    args = ["lab", "learn", "--from-report", str(tmp_path / "r.json"), "--proposals", proposals]
+    result = CliRunner().invoke(app, [*args, "--read-only", "search_books", "--json"])
+    assert result.exit_code == 0, result.output
+    [proposal] = json.loads(result.stdout)["proposals"]
+    assert (proposal["case"]["mode"], proposal["case"]["assertions"]["max_rounds"]) == (
+        "execute",
+        2,
+    )
