@@ -35,6 +35,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from llamon_agent.lab.cases import Case, CaseFileError, CaseProblem, load_cases
+from llamon_agent.lab.learn_cli import register_learn_commands
 from llamon_agent.lab.results import CaseResult, LabReport
 from llamon_agent.lab.schema import render_schema
 
@@ -63,6 +64,9 @@ lab_app = typer.Typer(
 @lab_app.callback()
 def _lab_root() -> None:
     """Quality Lab tools."""
+
+
+register_learn_commands(lab_app)  # learn, proposals, accept, reject
 
 
 def _case_row(case: Case) -> dict[str, Any]:
