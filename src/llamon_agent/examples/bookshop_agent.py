@@ -113,7 +113,7 @@ class BookshopModel:
                 if hits and len(results) < _RETRIES:
                     return _call(number, "get_book", {"title": hits[0]["title"]})
             return ModelResponse(content=f"Here is what I found: {last.content}")
-        if last.content.startswith("upstream_tool_unavailable") and wanted is not None:
+        if "temporarily unavailable" in last.content and wanted is not None:
             return _call(number, *wanted)  # the MCP layer counts the strikes
         if last.content.startswith("malformed_arguments") and wanted is not None:
             return _call(number, *wanted)

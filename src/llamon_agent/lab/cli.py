@@ -352,10 +352,11 @@ async def _run(
 
 
 def quiet_logs() -> None:
-    """Keep the served agent's INFO lines (a line per task and request) out of the
-    terminal while cases run: only warnings and errors are shown."""
+    """Keep the log lines of the agent under test (a line per task, a warning per
+    injected transport failure ...) out of the terminal while cases run: the results say
+    what happened; only errors are shown."""
     for name in ("llamon_agent", "a2a", "httpx", "mcp", "uvicorn"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+        logging.getLogger(name).setLevel(logging.ERROR)
 
 
 def _shadow_cases(path: Path | None) -> list[Case]:

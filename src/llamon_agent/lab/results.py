@@ -140,8 +140,14 @@ class CaseResult:
     @property
     def reason_shown(self) -> str:
         """The reason a report shows for this result: the lab's own reason
-        (``cleanup_failed`` ...), else the run's failure reason, else ``""``."""
-        return self.lab_reason or self.failure_reason or ""
+        (``cleanup_failed`` ...), else the run's failure reason, else the assertions that
+        did not hold (``assertion: final_state, error_code``), else ``""``."""
+        if self.lab_reason or self.failure_reason:
+            return self.lab_reason or self.failure_reason or ""
+        failed = self.failed_assertions
+        if failed:
+            return "assertion: " + ", ".join(item.name for item in failed)
+        return ""
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data (every field, and ``passed``)."""

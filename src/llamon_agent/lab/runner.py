@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
@@ -226,12 +227,21 @@ class Lab:
         card = self._card or default_card(self.target, IN_PROCESS_URL + "/")
         app = create_app(self.target, card, events=bus, gc_freeze=False, allow_fault_injection=True)
         self._card = card
-        async with app.router.lifespan_context(app):
+        server_log = logging.getLogger("llamon_agent.a2a")
+        server_log.addFilter(_not_exposed)  # in memory: nothing to warn about
+        try:
+            lifespan = app.router.lifespan_context(app)
+            await lifespan.__aenter__()
+        finally:
+            server_log.removeFilter(_not_exposed)
+        try:
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(
                 transport=transport, base_url=IN_PROCESS_URL, timeout=self.timeout
             ) as http:
                 yield http
+        finally:
+            await lifespan.__aexit__(None, None, None)
 
     # -- running --------------------------------------------------------------------
 
@@ -452,6 +462,12 @@ async def run_cases(
     """``Lab(target, url=url, **options)`` run over ``cases`` (see ``Lab.run``)."""
     async with Lab(target, url=url, **options) as lab:
         return await lab.run(cases, concurrency=concurrency, repeat=repeat)
+
+
+def _not_exposed(record: logging.LogRecord) -> bool:
+    """Leave out the server's startup warning that fault injection is on: the lab's
+    in-process agent listens on no socket, so no request but the lab's can reach it."""
+    return not str(record.msg).startswith("fault injection is allowed")
 
 
 # -- reading an answer -------------------------------------------------------------------
