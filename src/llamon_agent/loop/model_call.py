@@ -29,14 +29,14 @@ any other model the error is raised where ``model.complete`` would have raised i
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Final, assert_never
 
 import httpx
 
 from llamon_agent.core.faults import (
+    FaultPlan,
     ModelEmptyAnswer,
-    ModelFault,
     ModelMalformedJson,
     ModelRateLimited,
     ModelServerError,
@@ -55,24 +55,27 @@ _INJECTED_URL: Final = "http://model.invalid/injected-fault"
 """The request an injected provider error names (no real host: ``.invalid`` never resolves)."""
 
 
-async def complete_model(
+def complete_model(
     model: Model, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]
-) -> ModelResponse:
-    """One model call: ``model.complete(messages, tools)``, unless the active fault plan
-    has a model fault left (see the module docstring). Raises what the model (or the
-    injected provider failure) raises."""
+) -> Awaitable[ModelResponse]:
+    """One model call, to be awaited: ``model.complete(messages, tools)``, unless the
+    active fault plan has a model fault left (see the module docstring). Raises what the
+    model (or the injected provider failure) raises.
+
+    Without a plan it returns ``model.complete``'s own awaitable (no extra coroutine).
+    """
     plan = active_faults()
     if plan is None:
-        return await model.complete(messages, tools)
+        return model.complete(messages, tools)
+    return _complete_under(plan, model, messages, tools)
+
+
+async def _complete_under(
+    plan: FaultPlan, model: Model, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]
+) -> ModelResponse:
     fault = plan.for_model()
     if fault is None:
         return await model.complete(messages, tools)
-    return await _faulted(fault, model, messages, tools)
-
-
-async def _faulted(
-    fault: ModelFault, model: Model, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]
-) -> ModelResponse:
     if isinstance(fault, ModelMalformedJson):
         if not tools:
             return ModelResponse(content=MALFORMED_ARGUMENTS)
