@@ -45,6 +45,7 @@ TOOL_LOOP_REASONS = [
     "tool_error",
     "malformed_arguments",
     "repeated_tool_call",
+    "side_effect_not_run",
     "invalid_model_response",
     "max_rounds_exceeded",
 ]

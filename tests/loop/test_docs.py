@@ -29,3 +29,13 @@ def test_every_block_compiles() -> None:
     assert len(BLOCKS) >= 4
     for block in BLOCKS:
         _compile(block)
+
+
+async def test_the_fault_injection_example_runs() -> None:
+    [block] = [b for b in BLOCKS if "fault_scope(plan)" in b]
+    namespace: dict[str, Any] = {}
+    result = eval(_compile(block), namespace)  # noqa: S307 -- our own documentation
+    if result is not None:
+        await result
+    assert namespace["ordered"] == []
+    assert namespace["outcome"].answer == "I would order Dune once the shop answers."

@@ -508,6 +508,14 @@ _ENTRIES: Final[tuple[tuple[str, Stage, ErrorCode, bool, str, str], ...]] = (
         "the same call as the previous one was blocked (observation)",
     ),
     (
+        "side_effect_not_run",
+        _S.TOOL_LOOP,
+        _E.INVALID_INPUT,
+        True,
+        "none_plan_mode_runs_no_side_effects",
+        "a plan-mode case stopped a tool with side effects before it ran (observation)",
+    ),
+    (
         "invalid_model_response",
         _S.MODEL_CALL,
         _E.UPSTREAM_UNAVAILABLE,

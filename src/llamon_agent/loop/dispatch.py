@@ -12,9 +12,10 @@ word, wherever it runs::
 
 Order of checks per call: look the name up in the view, parse ``arguments_json`` (here, at
 the loop boundary -- never in a provider adapter), validate (unless the tool is a
-``SelfValidatingTool``), block a repeat, run, turn what the tool returned into a
-``ToolResult`` (``ToolResult.of``). Each failure is an observation: an ``is_error``
-``ToolMessage`` under the call's id, with a ``FailureRecord`` naming the call and round:
+``SelfValidatingTool``), block a repeat, stop a tool with side effects under a Quality
+Lab guard, run, turn what the tool returned into a ``ToolResult`` (``ToolResult.of``).
+Each failure is an observation: an ``is_error`` ``ToolMessage`` under the call's id, with
+a ``FailureRecord`` naming the call and round:
 
 =========================  =====================================================
 reason                     when
@@ -24,8 +25,15 @@ reason                     when
 ``invalid_arguments``      the arguments break the tool's parameters
 ``repeated_tool_call``     the same name and raw arguments as the call just before
                            (in this dispatcher, across rounds): not run again
+``side_effect_not_run``    a Quality Lab case in plan mode: a tool with side effects
+                           (``has_side_effects``) is not run
+``cleanup_not_configured`` a Quality Lab case without cleanup: a tool with side
+                           effects is not run
 ``tool_error``             the tool's handler raised (or the tool's own failure)
 =========================  =====================================================
+
+The two guards apply only under a fault plan with a ``guard`` (``core.faults``); in a
+normal run the check is one context-variable lookup.
 
 A call is a repeat when its name and raw argument string equal those of the call just
 before it, unless that call failed with a reason that invites a retry
@@ -54,12 +62,20 @@ from llamon_agent.core.catalog import reason_spec
 from llamon_agent.core.classify import Classification, classify_exception
 from llamon_agent.core.codes import Stage
 from llamon_agent.core.failures import FailureRecord
+from llamon_agent.core.faults import ToolGuard, active_faults
 from llamon_agent.core.telemetry import mark_failed, reason_stage, record_tool_call, tool_span
 from llamon_agent.loop.events import EventSink, failure_metadata
 from llamon_agent.loop.model import RawToolCall, ToolMessage
 from llamon_agent.loop.outcome import ToolCallResult
 from llamon_agent.loop.result import ToolResult
-from llamon_agent.loop.tools import SelfValidatingTool, Tool, ToolLike, ToolRegistry, ToolView
+from llamon_agent.loop.tools import (
+    SelfValidatingTool,
+    Tool,
+    ToolLike,
+    ToolRegistry,
+    ToolView,
+    has_side_effects,
+)
 from llamon_agent.loop.validation import check_arguments, format_problems, parse_arguments
 
 __all__ = ["RETRY_INVITING_REASONS", "UNKNOWN_TOOL", "ToolDispatcher", "ToolEscalation"]
@@ -69,6 +85,20 @@ RETRY_INVITING_REASONS: Final = frozenset({"upstream_tool_unavailable"})
 
 UNKNOWN_TOOL: Final = "(unknown)"
 """The tool name on the span and metric of a call to a tool not in the view."""
+
+_GUARDED: Final[dict[ToolGuard, tuple[str, str]]] = {
+    "plan": (
+        "side_effect_not_run",
+        "Tool {name!r} has side effects and was not run (plan mode). "
+        "Answer with what you would do instead.",
+    ),
+    "no_cleanup": (
+        "cleanup_not_configured",
+        "Tool {name!r} has side effects and this case has no cleanup, so it was not run. "
+        "Answer with what you would do instead.",
+    ),
+}
+"""A fault plan's tool guard -> the reason and text of the call it stops."""
 
 _NAME_SHOWN: Final = 64
 _NAMES_LISTED: Final = 30
@@ -267,6 +297,10 @@ class ToolDispatcher:
                 call,
                 round_number,
             )
+        plan = active_faults()
+        if plan is not None and plan.guard is not None and has_side_effects(tool):
+            reason, text = _GUARDED[plan.guard]
+            return _observation(reason, text.format(name=tool.name), call, round_number)
         try:
             value = await _run_tool(tool, parsed.arguments)
         except Exception as exc:  # Tool.call never raises: this is a ToolLike escalating

@@ -8,12 +8,13 @@
     app = create_app(graph, card)                    # or serve it over A2A as it is
 
 Three nodes: ``prompt`` opens the turn (the system prompt on a thread's first turn, then
-the caller's ``query`` as a user message), ``agent`` calls ``model.complete`` with the
-transcript and the tools' specs, ``tools`` runs the calls the model wrote. The graph ends
-when the model answers with text (``state["output"]``); otherwise ``agent`` and ``tools``
-alternate. Each cycle costs two of LangGraph's steps, so a model that never stops calling
-tools hits the recursion limit: ``GraphRecursionError``, which an A2A caller receives as
-``UPSTREAM_UNAVAILABLE`` / ``max_tool_iterations_exceeded``, retriable.
+the caller's ``query`` as a user message), ``agent`` calls the model (``complete_model``,
+as ``run_loop`` does) with the transcript and the tools' specs, ``tools`` runs the calls
+the model wrote. The graph ends when the model answers with text (``state["output"]``);
+otherwise ``agent`` and ``tools`` alternate. Each cycle costs two of LangGraph's steps,
+so a model that never stops calling tools hits the recursion limit:
+``GraphRecursionError``, which an A2A caller receives as ``UPSTREAM_UNAVAILABLE`` /
+``max_tool_iterations_exceeded``, retriable.
 
 Every tool call goes through the native loop's own per-call code, a ``ToolDispatcher``
 (``run_tool_calls``): look the name up, parse ``arguments_json``, validate, block a
@@ -52,6 +53,7 @@ from llamon_agent.loop.model import (
     ToolMessage,
     UserMessage,
 )
+from llamon_agent.loop.model_call import complete_model
 from llamon_agent.loop.outcome import LoopOutcome, ToolCallResult, outcome_error
 from llamon_agent.loop.tools import ToolRegistry, Tools, ToolView
 
@@ -248,7 +250,7 @@ def build_react_graph(
     async def agent(state: ReactState) -> dict[str, Any]:
         transcript = tuple(message_from_dict(m) for m in state.get("messages") or ())
         round_number = int(state.get("rounds") or 0) + 1
-        response = await model.complete(transcript, current().specs())
+        response = await complete_model(model, transcript, current().specs())
         if not isinstance(response, ModelResponse):
             raise _invalid_response(
                 model,

@@ -31,6 +31,9 @@ calls it wrote, in order: look the name up in the view, parse ``arguments_json``
 validate, block a repeat, run. A call is a repeat when its name and raw argument string
 equal those of the call just before it (in this run, across rounds); its handler is not
 run again.
+
+Each model call goes through ``complete_model`` (``loop/model_call.py``), where a Quality
+Lab fault plan's model faults take effect.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ from llamon_agent.loop.model import (
     ToolSpec,
     UserMessage,
 )
+from llamon_agent.loop.model_call import complete_model
 from llamon_agent.loop.outcome import LoopOutcome, LoopStatus
 from llamon_agent.loop.tools import ToolRegistry, ToolView
 
@@ -183,7 +187,7 @@ class _Run:
         name, provider = _model_names(self.model)
         with chat_span(name, provider) as span:
             try:
-                response = await self.model.complete(tuple(self.transcript), self.specs)
+                response = await complete_model(self.model, tuple(self.transcript), self.specs)
             except Exception as exc:
                 found = classify_exception(exc)
                 mark_failed(

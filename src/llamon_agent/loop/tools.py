@@ -28,6 +28,13 @@ What the caller sees:
   (``Tools``).
 * A ``ToolLike`` that checks its own arguments says so with ``validates_arguments = True``
   (a ``SelfValidatingTool``, as the MCP tools are): the loop then leaves the check to it.
+* A tool that changes something outside the run (books an order, sends a mail) says so
+  with ``mutating=True`` (``@tool(mutating=True)``; any other ``ToolLike``: a
+  ``mutating`` attribute that is ``True``, as MCP tools without ``readOnlyHint`` have).
+  ``has_side_effects(tool)`` is the one reader: a Quality Lab case in plan mode, or
+  without cleanup, does not run such a tool.
+* Under a Quality Lab fault plan (``core.faults``) ``Tool.call`` fails the way a fault
+  names (a timeout, a crash, a tool error, a slow answer) where the handler would run.
 """
 
 from __future__ import annotations
@@ -38,11 +45,27 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeAlias, get_type_hints, overload, runtime_checkable
+from typing import (
+    Any,
+    Protocol,
+    TypeAlias,
+    assert_never,
+    get_type_hints,
+    overload,
+    runtime_checkable,
+)
 
 from pydantic import BaseModel, ConfigDict, create_model
 from pydantic.json_schema import GenerateJsonSchema
 
+from llamon_agent.core.faults import (
+    ToolFault,
+    ToolRaises,
+    ToolReturnsError,
+    ToolSlow,
+    ToolTimeout,
+    active_faults,
+)
 from llamon_agent.loop.model import ToolSpec
 from llamon_agent.loop.result import ToolResult
 from llamon_agent.loop.validation import check_arguments, format_problems
@@ -56,6 +79,7 @@ __all__ = [
     "ToolSelector",
     "ToolView",
     "Tools",
+    "has_side_effects",
     "tool",
 ]
 
@@ -169,13 +193,23 @@ def _args_model(fn: Callable[..., Any], name: str) -> type[BaseModel]:
     return model
 
 
+def has_side_effects(tool: object) -> bool:
+    """True for a tool that changes something outside the run: a ``Tool`` made with
+    ``mutating=True``, or any other tool whose ``mutating`` attribute is ``True``.
+
+    Everything that asks whether a tool may run in a plan-mode case reads it here.
+    """
+    return getattr(tool, "mutating", False) is True
+
+
 @dataclass(frozen=True, slots=True)
 class Tool:
     """A tool: what the model sees (``name``, ``description``, ``parameters``) and its handler.
 
     ``handler`` is called with the validated arguments as keyword arguments. With an
     ``args_model`` the arguments are validated (and converted) by it; without one, they
-    are checked against the ``parameters`` JSON schema.
+    are checked against the ``parameters`` JSON schema. ``mutating`` says the handler
+    changes something outside the run (see ``has_side_effects``).
     """
 
     name: str
@@ -183,6 +217,7 @@ class Tool:
     parameters: Mapping[str, Any]
     handler: ToolHandler = field(repr=False)
     args_model: type[BaseModel] | None = field(default=None, repr=False)
+    mutating: bool = False
 
     def __post_init__(self) -> None:
         _check_name(self.name)
@@ -196,8 +231,12 @@ class Tool:
         *,
         name: str | None = None,
         description: str | None = None,
+        mutating: bool = False,
     ) -> Tool:
-        """A tool from a typed function (sync or async); see the module docstring."""
+        """A tool from a typed function (sync or async); see the module docstring.
+
+        ``mutating=True``: the function changes something outside the run.
+        """
         tool_name = _check_name(name or str(getattr(fn, "__name__", "")))
         model = _args_model(fn, tool_name)
         doc = description if description is not None else inspect.getdoc(fn)
@@ -207,6 +246,7 @@ class Tool:
             parameters=_schema_of(model),
             handler=fn if _is_async(fn) else _sync_handler(fn),
             args_model=model,
+            mutating=mutating,
         )
 
     def spec(self) -> ToolSpec:
@@ -220,14 +260,39 @@ class Tool:
         naming the fields; an exception raised by the handler (or a validator) gives the
         ``tool_error`` result of ``ToolResult.from_exception``. Never raises (but for
         cancellation).
+
+        Under a fault plan (``core.faults.fault_scope``) that names this tool, the handler
+        fails as the fault says, after the arguments are checked: ``tool_timeout`` as a
+        handler raising ``TimeoutError``, ``tool_raises`` as one raising
+        ``RuntimeError(message)`` (the text stays in the server log), both not running the
+        handler; ``tool_error`` returns ``ToolResult.failure("tool_error", message)``;
+        ``tool_slow`` runs the handler ``delay_ms`` late.
         """
         try:
             values, problems = check_arguments(self, arguments)
             if problems:
                 return ToolResult.failure("invalid_arguments", format_problems(problems))
+            plan = active_faults()
+            if plan is not None:
+                fault = plan.for_tool(self.name)
+                if fault is not None:
+                    return await self._faulted(fault, values)
             return await self.handler(**values)
         except Exception as exc:
             return ToolResult.from_exception(exc, tool=self.name)
+
+    async def _faulted(self, fault: ToolFault, values: dict[str, Any]) -> ToolResult | Any:
+        """The handler's run, as ``fault`` makes it fail (see ``call``)."""
+        if isinstance(fault, ToolTimeout):
+            raise TimeoutError  # as asyncio.timeout raises it: no text
+        if isinstance(fault, ToolRaises):
+            raise RuntimeError(fault.message)
+        if isinstance(fault, ToolReturnsError):
+            return ToolResult.failure("tool_error", fault.message)
+        if isinstance(fault, ToolSlow):
+            await asyncio.sleep(fault.delay_ms / 1000)
+            return await self.handler(**values)
+        assert_never(fault)
 
 
 @overload
@@ -236,7 +301,7 @@ def tool(fn: Callable[..., Any], /) -> Tool: ...
 
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None
+    *, name: str | None = None, description: str | None = None, mutating: bool = False
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -246,13 +311,15 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    mutating: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Decorator: ``@tool`` or ``@tool(name=..., description=...)`` makes a ``Tool``."""
+    """Decorator: ``@tool`` or ``@tool(name=..., description=..., mutating=...)`` makes a
+    ``Tool``."""
     if fn is not None:
-        return Tool.from_function(fn, name=name, description=description)
+        return Tool.from_function(fn, name=name, description=description, mutating=mutating)
 
     def decorate(function: Callable[..., Any]) -> Tool:
-        return Tool.from_function(function, name=name, description=description)
+        return Tool.from_function(function, name=name, description=description, mutating=mutating)
 
     return decorate
 

@@ -19,6 +19,11 @@ off and call :func:`call_with_retries`, which
    each attempt's error code, so the client's ``retried`` and the failure record
    (``retried``, ``attempt_codes``) say how often the server tried, and why.
 
+A Quality Lab fault (``model_rate_limited``, ``model_server_error``) meets these retries
+through :func:`first_attempt_fails`: inside it, the next :func:`call_with_retries` fails
+its first attempt with the injected error, without calling the provider, and goes on by
+its policy (a 429 with ``Retry-After`` is waited out and tried again).
+
 Runner events (when someone listens, ``core.events``): ``model.attempt`` before each
 attempt (``attempt`` from 1), ``model.retry`` before each wait (the failure's reason,
 code and ``http_status``, ``attempt``, ``wait_ms``).
@@ -36,7 +41,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
@@ -59,6 +66,7 @@ __all__ = [
     "SleepFn",
     "call_with_retries",
     "convert_sdk_error",
+    "first_attempt_fails",
     "retry_after_seconds",
     "safe_url",
 ]
@@ -158,6 +166,26 @@ def retry_after_seconds(headers: httpx.Headers) -> float | None:
     return None if millis is None else millis / 1000
 
 
+_first_failure: ContextVar[Exception | None] = ContextVar(
+    "llamon_model_first_attempt_fails", default=None
+)
+
+
+@contextmanager
+def first_attempt_fails(error: Exception) -> Iterator[None]:
+    """Inside the block, the next ``call_with_retries`` raises ``error`` as the result of
+    its first attempt (the provider is not called for it), then retries by its policy.
+
+    How a fault plan's injected provider failure (``loop.model_call``) goes through an
+    adapter's own retries, as a real 429 or 5xx would.
+    """
+    token = _first_failure.set(error)
+    try:
+        yield
+    finally:
+        _first_failure.reset(token)
+
+
 async def call_with_retries(
     call: Callable[[], Awaitable[T]],
     *,
@@ -217,6 +245,9 @@ async def call_with_retries(
         reraise=True,
     )
     codes: list[ErrorCode] = []
+    injected = _first_failure.get()
+    if injected is not None:  # a fault plan's: for this call only
+        _first_failure.set(None)
     async for attempt in retrying:
         with attempt:
             retries = attempt.retry_state.attempt_number - 1
@@ -227,6 +258,8 @@ async def call_with_retries(
                     metadata={"attempt": retries + 1, "provider": errors.provider},
                 )
             try:
+                if injected is not None and retries == 0:
+                    raise injected
                 result = await call()
             except (errors.status, errors.connection) as err:  # timeouts are connection errors
                 converted = _convert(err, errors, attempt_timeout)
