@@ -75,6 +75,7 @@ from llamon_agent.client.errors import (
     remote_error_from_jsonrpc,
     remote_error_from_task,
 )
+from llamon_agent.core.classify import classify_exception
 from llamon_agent.core.events import EventBus, RunnerEvent, event_to_json
 from llamon_agent.core.faults import FAULTS_EXTENSION_URI, FAULTS_METADATA_KEY, FaultPlan
 from llamon_agent.core.triage import TriageGuide, triage_guide
@@ -425,29 +426,48 @@ class Lab:
         return {**row.to_dict(), "ownRow": own}
 
     async def _clean_up(self, case: Case, result: CaseResult) -> None:
-        tools = self.cleanup_tools
-        for step in case.cleanup:
-            tool = tools.get(step.tool) if tools is not None and hasattr(tools, "get") else None
-            if tool is None:
-                result.cleanup.append(CleanupResult(step.tool, False, "unknown_tool"))
-                continue
-            try:
-                value = await tool.call(dict(step.arguments))
-            except Exception as exc:
-                reason = getattr(exc, "reason", None) or type(exc).__name__
-                result.cleanup.append(CleanupResult(step.tool, False, str(reason)))
-                continue
-            if getattr(value, "is_error", False):
-                reason = getattr(value, "error_code", None) or "tool_error"
-                result.cleanup.append(CleanupResult(step.tool, False, str(reason)))
-            else:
-                result.cleanup.append(CleanupResult(step.tool, True))
+        async with _cleanup_tools(self.cleanup_tools) as tools:
+            for step in case.cleanup:
+                result.cleanup.append(await _clean_up_step(tools, step.tool, step.arguments))
         failed = [item for item in result.cleanup if not item.ok]
         if failed:
             result.outcome = "failed"
             result.lab_reason = "cleanup_failed"
             names = ", ".join(f"{item.tool} ({item.reason})" for item in failed)
             result.message = f"cleanup failed: {names}; the agent's state may not be restored"
+
+
+@asynccontextmanager
+async def _cleanup_tools(source: Any) -> AsyncIterator[dict[str, Any]]:
+    """The tools cleanup steps may call, by name: from a registry or view (``get``), a
+    mapping, tools, or an ``MCPToolLoader`` (one session for the case's steps)."""
+    if source is None:
+        yield {}
+    elif hasattr(source, "session") and callable(source.session):
+        async with source.session() as tools:
+            yield {tool.name: tool for tool in tools}
+    elif isinstance(source, Mapping):
+        yield dict(source)
+    elif hasattr(source, "names") and hasattr(source, "get"):
+        yield {name: source.get(name) for name in source.names}
+    else:
+        yield {tool.name: tool for tool in source}
+
+
+async def _clean_up_step(
+    tools: Mapping[str, Any], name: str, arguments: Mapping[str, Any]
+) -> CleanupResult:
+    """Run one cleanup step; its result (a tool missing, raising or failing is not ok)."""
+    tool = tools.get(name)
+    if tool is None:
+        return CleanupResult(name, False, "unknown_tool")
+    try:
+        value = await tool.call(dict(arguments))
+    except Exception as exc:  # an escalation: classified, never its text
+        return CleanupResult(name, False, classify_exception(exc).reason)
+    if getattr(value, "is_error", False):
+        return CleanupResult(name, False, str(getattr(value, "error_code", None) or "tool_error"))
+    return CleanupResult(name, True)
 
 
 async def run_cases(
