@@ -12,11 +12,12 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.apps import A2AStarletteApplication
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.tasks import InMemoryTaskStore
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types import Part, Task, TaskState, TaskStatus, TextPart
 from a2a.utils import new_agent_text_message
 
 from llamon_agent.a2a.agent import AgentContext, AgentOutput
-from llamon_agent.client import AgentClient, RetryPolicy, clear_card_cache
+from llamon_agent.client import AgentClient, FinalEvent, RetryPolicy, clear_card_cache
 from llamon_agent.examples import demo_agent
 from llamon_agent.examples.bookshop_agent import agent as bookshop_agent
 from llamon_agent.examples.bookshop_agent import card as bookshop_card
@@ -249,3 +250,65 @@ async def test_a_downstream_agent_that_fails(
     assert failed.faults_fired == {f"{kind}:inventory": 2 if kind.endswith("unavailable") else 1}
     assert after.passed, after.message
     assert executor.runs == 1  # the faulted calls never reached it
+
+
+class TaskDownstream(AgentExecutor):
+    """A plain a2a-sdk agent that answers with a task: submitted, working, an artifact,
+    completed -- four stream events."""
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        assert context.message is not None
+        task = Task(
+            id=str(context.task_id),
+            context_id=str(context.context_id),
+            status=TaskStatus(state=TaskState.submitted),
+            history=[context.message],
+        )
+        await event_queue.enqueue_event(task)
+        updater = TaskUpdater(event_queue, task.id, task.context_id)
+        await updater.start_work()
+        await updater.add_artifact([Part(root=TextPart(text="stock: 3"))], name="answer")
+        await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        raise NotImplementedError
+
+
+async def test_a_downstream_stream_that_drops_is_recovered() -> None:
+    clear_card_cache()
+    card = make_card().model_copy(update={"name": "inventory"})
+    handler = DefaultRequestHandler(agent_executor=TaskDownstream(), task_store=InMemoryTaskStore())
+    app = A2AStarletteApplication(agent_card=card, http_handler=handler).build()
+
+    async with running_server(app) as url:
+
+        async def streaming_caller(ctx: AgentContext) -> AgentOutput:
+            async with AgentClient(url) as client:
+                async for event in client.stream(ctx.text):
+                    if isinstance(event, FinalEvent):
+                        return f"inventory says {event.result.text}"
+            return "no answer"
+
+        async with Lab(streaming_caller) as lab:
+            result = await lab.run_case(
+                Case.model_validate(
+                    {
+                        "name": "drop",
+                        "mode": "execute",
+                        "query": "stock?",
+                        "faults": [
+                            {
+                                "kind": "downstream_stream_drop",
+                                "agent": "inventory",
+                                "after_events": 2,
+                            }
+                        ],
+                        "assertions": {
+                            "final_state": "completed",
+                            "artifact_contains": "inventory says stock: 3",
+                        },
+                    }
+                )
+            )
+    assert result.passed, result.message
+    assert result.faults_fired == {"downstream_stream_drop:inventory": 1}
