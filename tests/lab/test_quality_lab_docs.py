@@ -8,8 +8,11 @@ import io
 import json
 import re
 import shlex
+import subprocess
+import sys
 import typing
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 from typer.testing import CliRunner
@@ -51,18 +54,28 @@ def test_the_yaml_and_json_examples_load(tmp_path: Path) -> None:
     assert listed[0].needs_cleanup_check
 
 
-def test_the_bash_commands_run(monkeypatch: pytest.MonkeyPatch) -> None:
+def _commands(program: str) -> list[str]:
+    lines = [line for block in _blocks("bash") for line in block.splitlines() if line]
+    return [line for line in lines if line.startswith(f"{program} ")]
+
+
+def test_every_bash_line_is_a_command_these_tests_run() -> None:
+    lines = [line for block in _blocks("bash") for line in block.splitlines() if line]
+    assert len(lines) == len(_commands("llamon")) + len(_commands("pytest")) == 5
+
+
+def test_the_llamon_commands_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(ROOT)
-    commands = [line for block in _blocks("bash") for line in block.splitlines() if line]
-    assert len(commands) == 3
+    commands = _commands("llamon")
+    assert len(commands) == 4
     outputs = []
     for command in commands:
-        program, *args = shlex.split(command)
-        assert program == "llamon"
+        _, *args = shlex.split(command)
+        args = [str(tmp_path / arg) if arg.startswith("lab-") else arg for arg in args]
         result = runner.invoke(app, args, env={"COLUMNS": "200"})
         assert result.exit_code == 0, (command, result.output)
         outputs.append(result.stdout)
-    assert outputs[0].splitlines()[-1] == "OK 11 case(s) valid"
+    assert outputs[0].splitlines()[-1] == "OK 12 case(s) valid"
     assert [row["name"] for row in json.loads(outputs[1])["cases"]] == [
         "demo-hello",
         "demo-upstream-fails-cleanly",
@@ -72,12 +85,48 @@ def test_the_bash_commands_run(monkeypatch: pytest.MonkeyPatch) -> None:
         "demo-survives-a-task-store-hiccup",
     ]
     assert json.loads(outputs[2]) == case_file_schema()
+    # llamon lab run: every bookshop sample passes; both reports are written
+    assert outputs[3].splitlines()[-1] == "OK 6 passed"
+    junit = ElementTree.parse(tmp_path / "lab-junit.xml").getroot()  # noqa: S314 -- ours
+    assert junit.get("tests") == "6"
+    assert junit.get("failures") == "0"
+    assert "bookshop-order-is-planned-not-placed" in (tmp_path / "lab-report.html").read_text()
+
+
+def test_the_pytest_command_runs_the_cases_as_tests() -> None:
+    (command,) = _commands("pytest")
+    args = shlex.split(command)[1:]
+    done = subprocess.run(  # noqa: S603 -- our own docs' command
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "6 passed" in done.stdout
+
+
+def test_the_lab_fixture_example_passes(tmp_path: Path) -> None:
+    fixture_block = _blocks("python")[-1]
+    (tmp_path / "test_example.py").write_text(fixture_block, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "test_example.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
 
 
 def test_the_error_listing_is_what_check_prints(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (expected,) = _blocks("text")
+    expected = _blocks("text")[0]
     (yaml_block,) = _blocks("yaml")
     # the second case with a misspelt reason and errorCode, and a third without a message
     broken = yaml_block.replace(
@@ -93,14 +142,24 @@ def test_the_error_listing_is_what_check_prints(
     assert result.stderr == expected
 
 
-def test_the_python_block_prints_what_its_comments_say(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("index", [0, 1])
+def test_the_python_blocks_print_what_their_comments_say(
+    monkeypatch: pytest.MonkeyPatch, index: int
+) -> None:
     monkeypatch.chdir(ROOT)
-    (block,) = _blocks("python")
+    block = _blocks("python")[index]
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         exec(compile(block, "quality-lab.md", "exec"), {})  # noqa: S102 -- our own docs
     promised = re.findall(r"print\(.*\)  # (.*)", block)
     assert printed.getvalue().splitlines() == promised
+
+
+def test_the_serve_line_is_the_flag_llamon_serve_takes() -> None:
+    line = _blocks("text")[1].strip()
+    assert line == "llamon serve myagent:agent --allow-fault-injection"
+    result = runner.invoke(app, ["serve", "--help"], env={"COLUMNS": "200"})
+    assert "--allow-fault-injection" in result.stdout
 
 
 def test_the_tables_list_every_assertion_and_fault_kind() -> None:
@@ -121,7 +180,7 @@ async def test_the_sample_cases_fit_the_example_agents() -> None:
     assert sorted(path.name for path in SAMPLES.iterdir()) == ["bookshop.yaml", "demo-agent.json"]
     bookshop = [case for case in cases if case.source.endswith("bookshop.yaml")]
     demo = [case for case in cases if case.source.endswith("demo-agent.json")]
-    assert (len(bookshop), len(demo)) == (5, 6)
+    assert (len(bookshop), len(demo)) == (6, 6)
 
     async with MCPToolLoader(build_server()) as loader:
         tools = {tool.name for tool in await loader.to_tools()}

@@ -51,6 +51,8 @@ __all__ = [
     "FAILURES_MAX_ROWS_ENV",
     "HOME_ENV",
     "IDEMPOTENCY_WINDOW_ENV",
+    "LAB_API_KEY_ENV",
+    "LAB_BEARER_TOKEN_ENV",
     "MCP_CONFIG_ENV",
     "PUSH_ALLOW_ENV",
     "SCRUB_KEY_ENV",
@@ -127,6 +129,12 @@ EVENTS_MAX_ROWS_ENV: Final = "LLAMON_EVENTS_MAX_ROWS"
 
 BEARER_TOKEN_ENV: Final = "LLAMON_BEARER_TOKEN"  # noqa: S105 (a variable name)
 """``llamon serve --bearer-token``: the bearer token callers must send."""
+
+LAB_API_KEY_ENV: Final = "LLAMON_LAB_API_KEY"
+"""``llamon lab run --api-key``: the API key sent to the agent at ``--url``."""
+
+LAB_BEARER_TOKEN_ENV: Final = "LLAMON_LAB_BEARER_TOKEN"  # noqa: S105 (a variable name)
+"""``llamon lab run --bearer-token``: the bearer token sent to the agent at ``--url``."""
 
 CONSOLE_SECRET_ENV: Final = "LLAMON_CONSOLE_SECRET"  # noqa: S105 (a variable name)
 """The key that signs web console session cookies (the same on every replica behind one

@@ -34,6 +34,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from llamon_agent.core.settings import LAB_API_KEY_ENV, LAB_BEARER_TOKEN_ENV
 from llamon_agent.lab.cases import Case, CaseFileError, CaseProblem, load_cases
 from llamon_agent.lab.learn_cli import register_learn_commands
 from llamon_agent.lab.results import CaseResult, LabReport
@@ -216,10 +217,10 @@ def run_command(
         typer.Option(help="What cleanup steps call: module:attribute (a tool registry)."),
     ] = None,
     api_key: Annotated[
-        str | None, typer.Option(envvar="LLAMON_LAB_API_KEY", help="--url's API key.")
+        str | None, typer.Option(envvar=LAB_API_KEY_ENV, help="--url's API key.")
     ] = None,
     bearer_token: Annotated[
-        str | None, typer.Option(envvar="LLAMON_LAB_BEARER_TOKEN", help="--url's bearer token.")
+        str | None, typer.Option(envvar=LAB_BEARER_TOKEN_ENV, help="--url's bearer token.")
     ] = None,
     report_json: Annotated[
         Path | None, typer.Option("--report-json", help="Write the JSON report here.")

@@ -5,10 +5,12 @@ Run case files as tests::
     pytest --llamon-lab cases/ --llamon-lab-target myagent:agent
     pytest --llamon-lab cases/bookshop.yaml --llamon-lab-url http://127.0.0.1:8000
 
-Each case becomes one test item (``cases/bookshop.yaml::bookshop-find-by-author``); a case
-file that does not load is a collection error listing every problem. A case that does not
-pass fails its item with the case's outcome, the assertions that did not hold, the failure
-record and the triage guide's advice. ``--llamon-lab-card`` gives a ``--llamon-lab-target``
+With no test path on the command line only the cases run; with paths (``pytest tests/
+--llamon-lab cases/``) both. Each case becomes one test item
+(``cases/bookshop.yaml::bookshop-find-by-author``); a case file that does not load is a
+collection error listing every problem. A case that does not pass fails its item with the
+case's outcome, the assertions that did not hold, the failure record and the triage
+guide's advice. ``--llamon-lab-card`` gives a ``--llamon-lab-target``
 its card (``module:attribute`` or a JSON file).
 
 The ``lab`` fixture runs one case from Python::
@@ -86,6 +88,9 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"--llamon-lab {raw}: no such file or directory")
     roots = [Path(raw).resolve() for raw in paths]
     config.stash[_ROOTS] = roots
+    if config.args_source is not pytest.Config.ArgsSource.ARGS:
+        config.args[:] = paths  # no test path given: run only the cases
+        return
     for raw in paths:
         if raw not in config.args:
             config.args.append(raw)
