@@ -117,6 +117,26 @@ SERVER_FILE = os.path.abspath(create_app.__code__.co_filename)  # src/llamon_age
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(SERVER_FILE)))
 
 
+def machine_busy() -> float | None:
+    """Busy CPU seconds of the whole machine so far (Linux ``/proc/stat``), else None."""
+    try:
+        with open("/proc/stat") as handle:
+            fields = [int(x) for x in handle.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def others_share(busy0: float | None, own0: float, wall: float) -> str:
+    """The share of the machine's CPU other processes used since ``busy0``/``own0``."""
+    busy1 = machine_busy()
+    if busy0 is None or busy1 is None or wall <= 0:
+        return "unknown"
+    used = max(0.0, (busy1 - busy0) - (time.process_time() - own0))
+    return f"{used / (wall * (os.cpu_count() or 1)) * 100:.0f}%"
+
+
 def median(values: Sequence[float]) -> float:
     return statistics.median(values)
 
@@ -629,10 +649,13 @@ def main() -> None:
         f"{'quick' if quick else 'full'} run"
     )
     started = time.monotonic()
+    busy0, own0 = machine_busy(), time.process_time()
     samples, found, stats = asyncio.run(
         measure(batch, min_rounds, max_rounds, budget, profile_cases, arms)
     )
+    wall = time.monotonic() - started
     print_table(samples, batch, arms)
+    print(f"  other processes used {others_share(busy0, own0, wall)} of the machine's CPU")
     for subject in found:
         if subject.collector is not None:
             print(
