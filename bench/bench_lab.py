@@ -1,8 +1,9 @@
 """Quality Lab benchmark: what the lab adds to a case over running the agent without it.
 
-    python bench/bench_lab.py              # the real figures (~60 s on 2 cores)
-    python bench/bench_lab.py --quick      # a short run: does the benchmark still work? (<15 s)
+    python bench/bench_lab.py              # the real figures (~50 s on 2 cores)
+    python bench/bench_lab.py --quick      # a short run: does the benchmark still work? (~3 s)
     python bench/bench_lab.py --profile    # and a cProfile of the lab arm (top 15 by cumtime)
+    python bench/bench_lab.py --diagnose   # and the a2a+plan arm (see below)
 
 Run from the repository root with the package importable, e.g.
 ``PYTHONPATH=src python bench/bench_lab.py``. Nothing leaves the process: no socket.
@@ -31,7 +32,12 @@ Three arms per agent, the same message text each time (a fresh ``messageId``):
   ``selected_target`` and ``max_rounds`` (each result must pass).
 * ``direct-call``: ``stub_executor_run(agent=agent, text=...)``: llamon's executor around
   ``agent.invoke(ctx)`` with an a2a-sdk event queue, no HTTP, no JSON-RPC, no task store
-  (context: the floor under both).
+  (context: the floor under both; the helper builds its executor per call, ~17 µs).
+* ``a2a+plan`` (``--diagnose``): the lab's app and request without the lab's client side:
+  ``create_app(..., allow_fault_injection=True)`` with an inline bus subscriber keeping each
+  task's events, and the ``no_cleanup`` guard plan in the request's metadata (what the lab
+  sends with an ``execute`` case without ``cleanup``). ``lab / a2a+plan`` is the lab's
+  client side; ``a2a+plan / direct-a2a`` what its server configuration costs.
 
 Each benchmark round runs ``--batch`` iterations; an iteration runs every (agent, arm)
 pair once, in a fresh random order (seeded), so drift and load from other processes hit
