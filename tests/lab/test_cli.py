@@ -110,4 +110,4 @@ def test_the_installed_command_checks_the_sample_cases() -> None:
     assert done.returncode == 0, done.stderr
     names = [row["name"] for row in json.loads(done.stdout)["cases"]]
     assert names[0] == "bookshop-find-by-author"
-    assert len(names) == len(set(names)) == 11
+    assert len(names) == len(set(names)) == 12

@@ -196,7 +196,7 @@ def test_summary_rows_group_counted_results_by_outcome_then_frequency() -> None:
     assert summary_rows(sample_report()) == [
         ("passed", "", 1),
         ("passed", "auth_failed", 1),
-        ("failed", "", 1),
+        ("failed", "assertion: selected_target", 1),
         ("failed", "cleanup_failed", 1),
         ("failed", "tool_timeout", 1),
         ("refused", "cleanup_not_configured", 1),

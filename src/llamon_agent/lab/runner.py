@@ -44,7 +44,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Final
 
 import httpx
@@ -76,7 +76,7 @@ from llamon_agent.client.errors import (
     remote_error_from_task,
 )
 from llamon_agent.core.classify import classify_exception
-from llamon_agent.core.events import EventBus, RunnerEvent, event_to_json
+from llamon_agent.core.events import EventBus, RunnerEvent
 from llamon_agent.core.faults import FAULTS_EXTENSION_URI, FAULTS_METADATA_KEY, FaultPlan
 from llamon_agent.core.triage import TriageGuide, triage_guide
 from llamon_agent.lab.assertions import check_assertions
@@ -126,8 +126,11 @@ class _TaskEvents:
 
     async def take(self, task_id: str) -> list[RunnerEvent]:
         """The task's events once its turn ended (or after a short wait), forgotten here."""
-        with suppress(TimeoutError):
-            await asyncio.wait_for(self._ended(task_id).wait(), _EVENT_WAIT)
+        ended = self._ended(task_id)
+        if not ended.is_set():  # in process the end is almost always in already
+            with suppress(TimeoutError):
+                async with asyncio.timeout(_EVENT_WAIT):
+                    await ended.wait()
         self.ended.pop(task_id, None)
         return self.by_task.pop(task_id, [])
 
@@ -187,6 +190,7 @@ class Lab:
         self._events: _TaskEvents | None = None
         self._takes_faults = target is not None
         self._has_event_stream = True
+        self._abandoned: set[asyncio.Future[_Answer]] = set()
 
     @property
     def in_process(self) -> bool:
@@ -215,7 +219,9 @@ class Lab:
         stack, self._stack = self._stack, None
         self._transport = None
         if stack is not None:
-            await stack.aclose()
+            await stack.aclose()  # an in-process agent's server ends what still runs
+        if self._abandoned:  # requests of cases that timed out: given a moment, then left
+            await asyncio.wait(set(self._abandoned), timeout=_EVENT_WAIT)
 
     @asynccontextmanager
     async def _in_process_client(self) -> AsyncIterator[httpx.AsyncClient]:
@@ -308,12 +314,16 @@ class Lab:
                 "127.0.0.1, to run cases with faults or in plan mode",
             )
         clock = time.perf_counter()
-        try:
-            answer = await asyncio.wait_for(self._send(self._transport, case, plan), self.timeout)
-        except TimeoutError:
+        sending = asyncio.ensure_future(self._send(self._transport, case, plan))
+        done, _ = await asyncio.wait({sending}, timeout=self.timeout)
+        if not done:  # never waited for: an agent may not let go of its request at once
+            sending.cancel()
+            self._abandoned.add(sending)
+            sending.add_done_callback(self._abandoned.discard)
             result.outcome = "error"
             result.message = f"no answer within {self.timeout:g} s"
             return result
+        answer = sending.result()
         result.duration_ms = round((time.perf_counter() - clock) * 1000, 3)
         _read_answer(result, answer)
         await self._read_steps(result, answer)
@@ -576,8 +586,15 @@ def _read_answer(result: CaseResult, answer: _Answer) -> None:
     result.failure = record
 
 
+_EVENT_FIELDS: Final = tuple(field.name for field in fields(RunnerEvent))
+
+
 def _event_dict(event: RunnerEvent) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(event_to_json(event))
+    """The event as a dict, as ``/tasks/{id}/events`` sends it (its fields already passed
+    the security boundary; the reports write it as JSON)."""
+    data = {name: getattr(event, name) for name in _EVENT_FIELDS}
+    data["trace_metadata"] = dict(event.trace_metadata)
+    data["extra"] = dict(event.extra)
     return data
 
 
