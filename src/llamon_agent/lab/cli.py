@@ -357,6 +357,13 @@ def quiet_logs() -> None:
     what happened; only errors are shown."""
     for name in ("llamon_agent", "a2a", "httpx", "mcp", "uvicorn"):
         logging.getLogger(name).setLevel(logging.ERROR)
+    # a2a-sdk logs a run of the in-process agent that ends in an exception (an injected
+    # task-store failure ...) as an ERROR with the exception's traceback and text; the
+    # case's result already says what the caller saw
+    logging.getLogger(_A2A_RUN_LOGGER).setLevel(logging.CRITICAL)
+
+
+_A2A_RUN_LOGGER = "a2a.server.request_handlers.default_request_handler"
 
 
 def _shadow_cases(path: Path | None) -> list[Case]:
