@@ -149,8 +149,14 @@ def _problem(message: str) -> typer.Exit:
     return typer.Exit(EXIT_INVALID)
 
 
+def _tags(options: list[str]) -> list[str]:
+    """The tags of ``--tags`` options (each a tag or a comma-separated list), in order."""
+    found = [tag.strip() for option in options for tag in option.split(",") if tag.strip()]
+    return list(dict.fromkeys(found))
+
+
 def _selected(cases: list[Case], tags: list[str]) -> list[Case]:
-    wanted = {tag.strip() for option in tags for tag in option.split(",") if tag.strip()}
+    wanted = set(_tags(tags))
     if not wanted:
         return cases
     return [case for case in cases if wanted & set(case.tags)]
@@ -169,7 +175,9 @@ def _credential(api_key: str | None, bearer_token: str | None) -> Any:
 def _target(target: str | None, url: str | None, card: str | None) -> tuple[object, Any]:
     from llamon_agent.a2a.serve import load_agent, load_card
 
-    if (target is None) == (url is None):
+    if target is not None and url is not None:
+        raise _problem("give --target or --url, not both")
+    if target is None and url is None:
         raise _problem("give the agent to run: --target module:attribute or --url URL")
     if url is not None:
         if card is not None:
@@ -242,7 +250,7 @@ def run_command(
         raise _fail(False, [], str(exc)) from exc
     chosen = _selected(cases, tags or [])
     if not chosen:
-        raise _problem(f"no case has any of the tags {', '.join(tags or [])}")
+        raise _problem(f"no case has any of the tags {', '.join(_tags(tags or []))}")
     agent, agent_card = _target(target, url, card)
     shadow = _shadow_cases(proposals)
     report = asyncio.run(
