@@ -326,13 +326,14 @@ async def _run(
 
     quiet_logs()
     total = (len(cases) + len(shadow)) * repeat
+    err = Console(stderr=True)
     bar = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("{task.fields[last]}"),
-        console=Console(stderr=True),
-        disable=not progress,
+        console=err,
+        disable=not progress or not err.is_terminal,  # off a terminal it left a blank line
         transient=True,
     )
     try:
