@@ -557,3 +557,25 @@ async def test_cleanup_runs_after_an_execute_case_sent_over_a2a() -> None:
     assert orders == ["Emma"]  # the failed cleanup left the order in place
     assert after.passed, after.message
     assert after.stopped_before == "place_order"
+
+
+# -- the sample bookshop cases (tool, model and MCP faults, plan mode) over A2A ------------
+
+
+async def test_the_sample_bookshop_cases_pass_over_a2a_as_they_do_in_process() -> None:
+    cases = load_cases(SAMPLES / "bookshop.yaml")
+    async with llamon_server() as url, Lab(url=url) as lab:
+        report = await lab.run(cases, concurrency=3)
+        await still_answered(lab)
+    assert report.ok, [(r.case, r.message) for r in report.results if not r.passed]
+    found = {result.case: result for result in report.results}
+    assert {result.event_source for result in report.results} == {"event_stream"}
+    assert found["bookshop-slow-lookup-still-answers"].faults_fired == {"tool_slow:get_book": 1}
+    assert found["bookshop-slow-lookup-still-answers"].duration_ms >= 1500
+    busy = found["bookshop-busy-model-says-when-to-retry"]
+    assert (busy.error_code, busy.failure_reason) == ("RATE_LIMITED", "rate_limited")
+    assert busy.faults_fired == {"model_rate_limited": 1}
+    assert busy.failure is not None
+    assert (busy.failure["retriable"], busy.failure["retryAfterMs"]) == (True, 2000)
+    assert found["bookshop-order-is-planned-not-placed"].stopped_before == "order_book"
+    assert found["bookshop-connection-drops"].faults_fired == {"mcp_connection_drop:Bookshop": 3}
