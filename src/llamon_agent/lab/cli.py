@@ -150,8 +150,14 @@ def _problem(message: str) -> typer.Exit:
     return typer.Exit(EXIT_INVALID)
 
 
+def _tags(options: list[str]) -> list[str]:
+    """The tags of ``--tags`` options (each a tag or a comma-separated list), in order."""
+    found = [tag.strip() for option in options for tag in option.split(",") if tag.strip()]
+    return list(dict.fromkeys(found))
+
+
 def _selected(cases: list[Case], tags: list[str]) -> list[Case]:
-    wanted = {tag.strip() for option in tags for tag in option.split(",") if tag.strip()}
+    wanted = set(_tags(tags))
     if not wanted:
         return cases
     return [case for case in cases if wanted & set(case.tags)]
@@ -170,7 +176,9 @@ def _credential(api_key: str | None, bearer_token: str | None) -> Any:
 def _target(target: str | None, url: str | None, card: str | None) -> tuple[object, Any]:
     from llamon_agent.a2a.serve import load_agent, load_card
 
-    if (target is None) == (url is None):
+    if target is not None and url is not None:
+        raise _problem("give --target or --url, not both")
+    if target is None and url is None:
         raise _problem("give the agent to run: --target module:attribute or --url URL")
     if url is not None:
         if card is not None:
@@ -243,7 +251,7 @@ def run_command(
         raise _fail(False, [], str(exc)) from exc
     chosen = _selected(cases, tags or [])
     if not chosen:
-        raise _problem(f"no case has any of the tags {', '.join(tags or [])}")
+        raise _problem(f"no case has any of the tags {', '.join(_tags(tags or []))}")
     agent, agent_card = _target(target, url, card)
     shadow = _shadow_cases(proposals)
     report = asyncio.run(
@@ -319,13 +327,14 @@ async def _run(
 
     quiet_logs()
     total = (len(cases) + len(shadow)) * repeat
+    err = Console(stderr=True)
     bar = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("{task.fields[last]}"),
-        console=Console(stderr=True),
-        disable=not progress,
+        console=err,
+        disable=not progress or not err.is_terminal,  # off a terminal it left a blank line
         transient=True,
     )
     try:
@@ -358,6 +367,13 @@ def quiet_logs() -> None:
     what happened; only errors are shown."""
     for name in ("llamon_agent", "a2a", "httpx", "mcp", "uvicorn"):
         logging.getLogger(name).setLevel(logging.ERROR)
+    # a2a-sdk logs a run of the in-process agent that ends in an exception (an injected
+    # task-store failure ...) as an ERROR with the exception's traceback and text; the
+    # case's result already says what the caller saw
+    logging.getLogger(_A2A_RUN_LOGGER).setLevel(logging.CRITICAL)
+
+
+_A2A_RUN_LOGGER = "a2a.server.request_handlers.default_request_handler"
 
 
 def _shadow_cases(path: Path | None) -> list[Case]:

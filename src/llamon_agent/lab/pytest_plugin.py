@@ -87,6 +87,10 @@ def pytest_configure(config: pytest.Config) -> None:
         if not Path(raw).exists():
             raise pytest.UsageError(f"--llamon-lab {raw}: no such file or directory")
     roots = [Path(raw).resolve() for raw in paths]
+    # a target or card that does not load is a usage error (exit 4) here, not the same
+    # traceback in every case's failure
+    _load_target(config)
+    config.stash[_CARD] = _load_card(config)
     config.stash[_ROOTS] = roots
     if config.args_source is not pytest.Config.ArgsSource.ARGS:
         config.args[:] = paths  # no test path given: run only the cases
@@ -98,6 +102,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 _ROOTS = pytest.StashKey[list[Path]]()
 _AGENT = pytest.StashKey[object]()
+_CARD = pytest.StashKey[Any]()
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -151,7 +156,7 @@ class LabItem(pytest.Item):
             self.case,
             target=_load_target(config),
             url=config.getoption("llamon_lab_url"),
-            card=_load_card(config),
+            card=config.stash.get(_CARD, None),
         )
         self.user_properties.append(("outcome", result.outcome))
         if not result.passed:
