@@ -229,8 +229,7 @@ async def _keep(home: Path) -> Kept:
             _row("t2", "timeout", 2, tool="search"),
             _row("t1", "component_invoke_error", 3, node="rank"),
         ):
-            failures.record(row)
-        await failures.flush()
+            await failures.add(row)
         at = T0.timestamp()
         await events.add(
             [

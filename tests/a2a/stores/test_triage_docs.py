@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import re
 import shlex
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -84,25 +85,25 @@ TASKS = (
 )
 
 
-def _failure(task: str, at: float, **fields: object) -> StoredFailure:
-    defaults: dict[str, object] = {
-        "error_code": "UPSTREAM_TIMEOUT",
-        "stage": "execute",
-        "reason": "timeout",
-        "message": "search took too long",
-        "operator_action": "check_timeout_paging_and_downstream_latency",
-        "retryable": True,
-        "agent": "billing",
-        "tool": "search",
-        "evidence": {
+def _timeout(task: str, at: float) -> StoredFailure:
+    """A timeout of the search tool, as a served agent records it."""
+    return StoredFailure(
+        task_id=task,
+        time=datetime.fromtimestamp(at, UTC),
+        error_code="UPSTREAM_TIMEOUT",
+        stage="execute",
+        reason="timeout",
+        message="search took too long",
+        operator_action="check_timeout_paging_and_downstream_latency",
+        retryable=True,
+        agent="billing",
+        tool="search",
+        evidence={
             "tool": "search",
             "exception_type": "SearchTimedOut",
             "task_id": task,
             "chunk_count": 0,
         },
-    }
-    return StoredFailure(  # type: ignore[arg-type]
-        task_id=task, time=datetime.fromtimestamp(at, UTC), **{**defaults, **fields}
     )
 
 
@@ -117,26 +118,25 @@ async def _example_store(home: Path) -> None:
         for task in TASKS:
             status = TaskStatus(state=TaskState.failed)
             await stores.task_store.save(Task(id=task, context_id="c", status=status))
-        boom = {"incident_id": "d8700caf4efa", "exception_type": "RuntimeError"}
-        for row in (
-            _failure(
-                TASKS[0],
-                AT + 0.101,
-                error_code="INTERNAL_ERROR",
-                stage="service",
-                reason="runtime_error",
-                message="Internal error (incident d8700caf4efa).",
-                operator_action="inspect_server_log_by_incident_id",
-                retryable=False,
-                tool=None,
-                incident_id="d8700caf4efa",
-                evidence={**boom, "task_id": TASKS[0], "chunk_count": 0},
-            ),
-            _failure(TASKS[1], AT + 0.305),
-            _failure(TASKS[2], AT + 0.517),
-        ):
-            stores.failures.record(row)  # ids 1, 2, 3
-        await stores.failures.flush()
+        boom = replace(
+            _timeout(TASKS[0], AT + 0.101),
+            error_code="INTERNAL_ERROR",
+            stage="service",
+            reason="runtime_error",
+            message="Internal error (incident d8700caf4efa).",
+            operator_action="inspect_server_log_by_incident_id",
+            retryable=False,
+            tool=None,
+            incident_id="d8700caf4efa",
+            evidence={
+                "incident_id": "d8700caf4efa",
+                "exception_type": "RuntimeError",
+                "task_id": TASKS[0],
+                "chunk_count": 0,
+            },
+        )
+        for row in (boom, _timeout(TASKS[1], AT + 0.305), _timeout(TASKS[2], AT + 0.517)):
+            await stores.failures.add(row)  # ids 1, 2, 3, in this order
         timed_out = {"failure_reason": "timeout", "error_code": "UPSTREAM_TIMEOUT"}
         steps = [
             ("task.submitted", "a2a_serve", None, {}),
