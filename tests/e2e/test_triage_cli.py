@@ -178,6 +178,19 @@ async def test_triage_reads_a_shared_postgresql_store(tmp_path: Path) -> None:
         status, out, err = await llamon_cli(
             "triage", tasks["s2"].id, "--database-url", dsn, "--json"
         )
+        _, listed, _ = await llamon_cli("failures", "--database-url", dsn, "--json")
+        [failure_id] = [
+            row["id"] for row in json.loads(listed)["failures"] if row["taskId"] == tasks["s2"].id
+        ]
+        by_id = await llamon_cli(
+            "triage", "--failure", str(failure_id), "--database-url", dsn, "--json"
+        )
+    assert by_id[0] == 0, by_id[2]
+    one = json.loads(by_id[1])
+    assert (one["failureId"], one["taskFailureIds"]) == (failure_id, [failure_id])
+    assert [(f["id"], f["taskId"], f["reason"]) for f in one["failures"]] == [
+        (failure_id, tasks["s2"].id, "timeout")
+    ]
     assert status == 0, err
     document = json.loads(out)
     assert [(f["taskId"], f["reason"], f["tool"]) for f in document["failures"]] == [
