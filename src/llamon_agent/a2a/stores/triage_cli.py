@@ -184,10 +184,10 @@ def _failure_id(value: str) -> int:
     return int(text)
 
 
-TaskRead = tuple[Task | None, list[StoredFailure], list[RunnerEvent]]
+_TaskRead = tuple[Task | None, list[StoredFailure], list[RunnerEvent]]
 
 
-async def _read_failure(stores: Stores, failure_id: int) -> tuple[StoredFailure, TaskRead] | None:
+async def _read_failure(stores: Stores, failure_id: int) -> tuple[StoredFailure, _TaskRead] | None:
     """The failure ``failure_id`` and its task as ``read_task`` reads it; ``None``: no row."""
     assert stores.failures is not None  # noqa: S101 - open_stores gives one
     row = await stores.failures.get(failure_id)
