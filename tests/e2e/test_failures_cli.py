@@ -91,6 +91,9 @@ async def test_llamon_failures_lists_what_the_served_agent_stored(tmp_path: Path
     ]
     assert listed[2]["incidentId"] == boom["incidentId"] is not None
     assert listed[2]["contextId"] == tasks["boom"].context_id
+    ids = [f["id"] for f in listed]  # the row numbers `llamon triage --failure` takes
+    assert all(isinstance(i, int) for i in ids)
+    assert ids == sorted(set(ids), reverse=True)
     timeout = reason_spec("timeout")
     assert timeout is not None
     assert listed[0]["operatorAction"] == timeout.operator_action
@@ -132,6 +135,7 @@ async def test_llamon_failures_lists_what_the_served_agent_stored(tmp_path: Path
     assert one["task"]["status"]["state"] == "failed"
     assert one["errorData"] == boom
     assert [f["incidentId"] for f in one["failures"]] == [boom["incidentId"]]
+    assert [f["id"] for f in one["failures"]] == [listed[2]["id"]]
     shown = await cli("task", tasks["s1"].id, "--home", str(tmp_path))
     assert shown.exit_code == 0, shown.output
     assert "state failed" in shown.stdout

@@ -1,6 +1,7 @@
 """The failure store on every kind (memory, SQLite, PostgreSQL): rows kept as recorded,
-queries by each column and time range, pages, grouped counts, retention by age and count,
-a failed write that never raises, and a schema-3 SQLite file brought up to version 4."""
+one row by its id, queries by each column and time range, pages, grouped counts,
+retention by age and count, a failed write that never raises, and a schema-3 SQLite file
+brought up to version 4."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from a2a.types import Task, TaskState, TaskStatus
 
 from llamon_agent.a2a.stores import FailureRetention, Stores, open_stores
 from llamon_agent.a2a.stores.failures import (
+    MAX_FAILURE_ID,
     FailureCount,
     FailureQuery,
     FailureStore,
@@ -128,6 +130,45 @@ async def test_pages_follow_the_cursor_to_the_end(store_kinds: Stores) -> None:
         if cursor is None:
             break
     assert (seen, pages) == (["t5", "t4", "t3", "t2", "t1"], 3)
+
+
+async def test_get_reads_one_failure_by_its_id(store_kinds: Stores) -> None:
+    store = _failures(store_kinds)
+    await _fill(store)
+    rows = (await store.query()).rows
+    ids = [row.id for row in rows]
+    assert all(isinstance(row_id, int) for row_id in ids)
+    assert len(set(ids)) == 5
+    for row in rows:
+        assert row.id is not None
+        assert await store.get(row.id) == row
+    unknown = max(row.id or 0 for row in rows) + 1
+    assert await store.get(unknown) is None
+    # never an id: below 1, past 64 bits, a bool, text that looks like SQL
+    for never in (0, -1, MAX_FAILURE_ID + 1, 2**80, True):
+        assert await store.get(never) is None, never
+    assert await store.get("1 OR 1=1") is None  # type: ignore[arg-type]
+    # the store still answers, and a pruned row is gone
+    oldest, newest = rows[-1], rows[0]
+    assert oldest.id is not None
+    assert newest.id is not None
+    store.retention = FailureRetention(max_age=None, max_rows=4)
+    assert await store.prune(now=NOW.timestamp()) == 1
+    assert await store.get(oldest.id) is None
+    assert await store.get(newest.id) == newest
+
+
+async def test_to_dict_gives_the_id_first_once_stored(store_kinds: Stores) -> None:
+    store = _failures(store_kinds)
+    row = failure("t1", tool="search")
+    assert "id" not in row.to_dict()
+    store.record(row)
+    await store.flush()
+    (stored,) = (await store.query()).rows
+    line = stored.to_dict()
+    assert list(line)[:3] == ["id", "time", "taskId"]
+    assert line["id"] == stored.id
+    assert {key: value for key, value in line.items() if key != "id"} == row.to_dict()
 
 
 async def test_group_by_counts_largest_first(store_kinds: Stores) -> None:

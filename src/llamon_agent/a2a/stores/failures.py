@@ -12,6 +12,8 @@ What the caller sees:
   (on SQLite in the writer's next batched commit) and a write that fails is logged as a
   warning and counted in ``dropped``; the task's answer is never held up or changed.
   ``await flush()`` waits for the writes handed over so far.
+* ``await get(failure_id)`` gives the one failure with that ``id`` (the row number
+  ``llamon failures`` shows), or ``None`` when no row has it (never stored, or pruned).
 * ``await query(FailureQuery(...))`` gives a ``FailurePage``: the newest failures first,
   filtered by time range, errorCode, stage, reason, tool, agent, node or task, at most
   ``limit`` rows, and ``next_cursor`` for the page after. ``await group_by("reason", q)``
@@ -50,6 +52,7 @@ __all__ = [
     "DEFAULT_FAILURE_MAX_AGE",
     "DEFAULT_FAILURE_MAX_ROWS",
     "GROUP_FIELDS",
+    "MAX_FAILURE_ID",
     "PRUNE_EVERY",
     "FailureCount",
     "FailureHistogram",
@@ -67,6 +70,8 @@ logger = logging.getLogger(__name__)
 MAX_LIMIT: Final = 1_000
 """The most rows one ``query`` returns."""
 _MAX_PENDING: Final = 10_000
+MAX_FAILURE_ID: Final = 2**63 - 1
+"""The largest row number a store hands out (a 64-bit signed integer on every database)."""
 
 GroupField = Literal["reason", "error_code", "stage", "tool", "agent", "node"]
 GROUP_FIELDS: Final[tuple[str, ...]] = get_args(GroupField)
@@ -135,8 +140,11 @@ class StoredFailure:
         return self.time.timestamp()
 
     def to_dict(self) -> dict[str, object]:
-        """The JSON-ready row, with the wire's names (``errorCode``, ``taskId`` ...)."""
+        """The JSON-ready row, with the wire's names (``errorCode``, ``taskId`` ...);
+        ``id`` first, once the row is stored (absent before)."""
+        stored: dict[str, object] = {} if self.id is None else {"id": self.id}
         return {
+            **stored,
             "time": self.time.isoformat(),
             "taskId": self.task_id,
             "contextId": self.context_id,
@@ -343,8 +351,8 @@ def check_group_field(name: str) -> GroupField:
 class FailureStore(ABC):
     """Where failed tasks' failures are kept; see the module docstring.
 
-    Subclasses implement ``add``, ``query``, ``group_by`` and ``prune``; ``record``,
-    ``flush`` and ``close`` are shared.
+    Subclasses implement ``add``, ``get``, ``query``, ``group_by``, ``histogram`` and
+    ``prune``; ``record``, ``flush`` and ``close`` are shared.
     """
 
     def __init__(self, retention: FailureRetention | None = None) -> None:
@@ -395,6 +403,11 @@ class FailureStore(ABC):
         """Store ``failure`` now; raises what the database raises."""
 
     @abstractmethod
+    async def get(self, failure_id: int) -> StoredFailure | None:
+        """The failure whose ``id`` is ``failure_id``; ``None`` when no row has it (an id
+        below 1 or above ``MAX_FAILURE_ID`` never does)."""
+
+    @abstractmethod
     async def query(self, query: FailureQuery | None = None) -> FailurePage:
         """The failures matching ``query``, newest first (one page)."""
 
@@ -442,6 +455,12 @@ class MemoryFailureStore(FailureStore):
         self._next_id += 1
         self._rows.append(stored)
         self._prune_now(self._clock())
+
+    async def get(self, failure_id: int) -> StoredFailure | None:
+        """The kept row with this ``id``, or ``None``."""
+        if not valid_failure_id(failure_id):
+            return None
+        return next((row for row in self._rows if row.id == failure_id), None)
 
     def _matching(self, query: FailureQuery) -> Iterable[StoredFailure]:
         equals = query.equals()
@@ -504,6 +523,16 @@ class MemoryFailureStore(FailureStore):
                 self._rows.popleft()
                 removed += 1
         return removed
+
+
+def valid_failure_id(failure_id: int) -> bool:
+    """Whether ``failure_id`` can be a stored row's ``id`` (1 to ``MAX_FAILURE_ID``; a
+    ``bool`` is not an id)."""
+    return (
+        isinstance(failure_id, int)
+        and not isinstance(failure_id, bool)
+        and 1 <= failure_id <= MAX_FAILURE_ID
+    )
 
 
 def _newest_first(row: StoredFailure) -> tuple[float, int]:

@@ -3,9 +3,10 @@
 What the operator sees:
 
 * ``llamon failures [--since 1h] [--code C] [--reason R] [--tool T] ... [--by reason]``:
-  the newest failures as a table (time, task, agent, errorCode, reason, stage, tool or
+  the newest failures as a table (id, time, task, agent, errorCode, reason, stage, tool or
   node, incident id, and the operator action the reason catalog gives), or with ``--by``
-  counts by one column; ``--json`` prints the same as one JSON document.
+  counts by one column; ``--json`` prints the same as one JSON document. The id is
+  what ``llamon triage --failure ID`` takes.
 * ``llamon tasks [--state failed]``: the newest tasks, with a failed one's errorCode and
   reason. ``llamon task ID``: its status, artifacts, the error data the caller received,
   the failure record the store kept, the trace id of its run (when OpenTelemetry was
@@ -282,12 +283,14 @@ def _print_failures(console: Console, rows: list[StoredFailure]) -> None:
         typer.echo("no failures match.")
         return
     table = Table(title=f"failures (newest first, {len(rows)} shown)")
+    table.add_column("id", justify="right", no_wrap=True)
     for column in ("time (UTC)", "task", "agent", "errorCode", "reason", "stage", "tool/node"):
         table.add_column(column, no_wrap=True)
     table.add_column("incident", no_wrap=True)
     table.add_column("operator action", no_wrap=True)
     for row in rows:
         table.add_row(
+            "-" if row.id is None else str(row.id),
             _short_time(row.time),
             row.task_id,
             row.agent or "-",

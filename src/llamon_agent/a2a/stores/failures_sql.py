@@ -39,6 +39,7 @@ from llamon_agent.a2a.stores.failures import (
     histogram_range,
     page_of,
     sort_counts,
+    valid_failure_id,
 )
 from llamon_agent.a2a.stores.retention import (
     FailureRetention,
@@ -121,6 +122,7 @@ _INSERT: Final = (
     f" VALUES ({', '.join(':' + column for column in _COLUMNS)})"
 )
 _SELECT: Final = f"SELECT id, {', '.join(_COLUMNS)} FROM {FAILURE_TABLE}"  # noqa: S608
+_SELECT_ONE: Final = f"{_SELECT} WHERE id = :id"
 
 
 def _params(failure: StoredFailure) -> dict[str, Any]:
@@ -236,6 +238,14 @@ class SQLiteFailureStore(FailureStore):
         """Insert ``failure``; returns once the writer's batch holding it is committed."""
         await self.database.write((_INSERT, _params(failure)))
 
+    async def get(self, failure_id: int) -> StoredFailure | None:
+        """The row with this ``id`` (one indexed read), or ``None``."""
+        if not valid_failure_id(failure_id):
+            return None
+        params = {"id": failure_id}
+        found = await self.database.read(lambda c: c.execute(_SELECT_ONE, params).fetchone())
+        return None if found is None else _row(found)
+
     async def query(self, query: FailureQuery | None = None) -> FailurePage:
         """The matching failures, newest first (one page)."""
         query = query or FailureQuery()
@@ -313,6 +323,13 @@ class PostgresFailureStore(FailureStore):
         async with self.engine.connect() as connection:
             result = await connection.execute(text(sql), params)
             return [tuple(row) for row in result.all()]
+
+    async def get(self, failure_id: int) -> StoredFailure | None:
+        """The row with this ``id`` (one indexed read), or ``None``."""
+        if not valid_failure_id(failure_id):
+            return None
+        rows = await self._fetch(_SELECT_ONE, {"id": failure_id})
+        return _row(rows[0]) if rows else None
 
     async def query(self, query: FailureQuery | None = None) -> FailurePage:
         """The matching failures, newest first (one page)."""

@@ -1,21 +1,26 @@
-"""``llamon triage TASK_ID`` and ``llamon triage --reason R``: what to do about a failure.
+"""``llamon triage TASK_ID``, ``--failure ID`` and ``--reason R``: what to do about a failure.
 
 What the operator sees:
 
 * ``llamon triage TASK_ID [--home DIR | --database-url DSN]``: the task's failure
   record(s) as the store kept them (errorCode, reason, stage, tool or node, incident id,
-  message, evidence; every text already scrubbed), the triage guide's row for the reason
-  (symptom, where to look first, the fix), the reason catalog's entry (operator action,
-  retryable, meaning) and the task's related kept events (those with a failure, those of
-  the failing tool or node, and the task's own ``task.*`` events; ``--all-events``: every
-  kept event). ``--json`` prints the same as one JSON document.
+  the record's id, message, evidence; every text already scrubbed), the triage guide's row
+  for the reason (symptom, where to look first, the fix), the reason catalog's entry
+  (operator action, retryable, meaning) and the task's related kept events (those with a
+  failure, those of the failing tool or node, and the task's own ``task.*`` events;
+  ``--all-events``: every kept event). ``--json`` prints the same as one JSON document.
+* ``llamon triage --failure ID``: the same for one failure record, by the id
+  ``llamon failures`` shows: its task, that record only (a line says which of the task's
+  records it is, and names the others' ids), and the events related to it. ``--json``
+  adds ``failureId`` and ``taskFailureIds`` (every record of the task, oldest first).
 * ``llamon triage --reason R``: the guide row and the catalog entry, without a store.
 * ``--guide FILE`` (repeatable) and ``LLAMON_TRIAGE_GUIDE``: more guide rows, which add to
   or replace the shipped ones by reason (see ``llamon_agent.core.triage``).
-* Exit status: 0 when a failure (or the reason) was shown; 1 when the task is not in the
-  store, it has no failure record (one line says so and gives its state), or the store
-  cannot be opened; 2 for bad input (an unknown ``--reason``, with close matches; a guide
-  file that cannot be read; a task id and ``--reason`` together, or neither).
+* Exit status: 0 when a failure (or the reason) was shown; 1 when the task or the failure
+  id is not in the store, the task has no failure record (one line says so and gives its
+  state), or the store cannot be opened; 2 for bad input (an unknown ``--reason``, with
+  close matches; a ``--failure`` that is not a whole number; a guide file that cannot be
+  read; not exactly one of a task id, ``--failure`` and ``--reason``).
 """
 
 from __future__ import annotations
@@ -23,10 +28,12 @@ from __future__ import annotations
 import asyncio
 import difflib
 import json
+import re
 from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
+from a2a.types import Task
 from rich.console import Console
 
 from llamon_agent.a2a.stores.failures import StoredFailure
@@ -40,6 +47,7 @@ from llamon_agent.a2a.stores.failures_cli import (
     read_task,
     with_store,
 )
+from llamon_agent.a2a.stores.open import Stores
 from llamon_agent.core.catalog import ReasonSpec, reason_catalog, reason_spec
 from llamon_agent.core.events import RunnerEvent
 from llamon_agent.core.triage import TriageGuide, TriageGuideError, TriageRow, triage_guide
@@ -154,14 +162,68 @@ def _failure_lines(row: StoredFailure) -> None:
     typer.echo(
         f"failure: {row.error_code} / {row.reason}  stage {row.stage}"
         f"  tool/node {row.tool or row.node or '-'}  incident {row.incident_id or '-'}"
+        f"  id {'-' if row.id is None else row.id}"
     )
     typer.echo(f"  message:  {row.message}")
     typer.echo("  evidence: " + json.dumps(dict(row.evidence), ensure_ascii=False, default=str))
 
 
+_WHOLE_NUMBER = re.compile(r"[0-9]+")
+_ONE_OF = "give exactly one of: a task id, --failure ID, --reason R."
+
+
+def _failure_id(value: str) -> int:
+    """``--failure``'s value as a number; exit 2 (bad input) if it is not a whole number."""
+    text = value.strip()
+    if not _WHOLE_NUMBER.fullmatch(text):
+        _fail(
+            f"--failure {value!r} is not a failure id (a whole number: the id column of"
+            " `llamon failures`).",
+            2,
+        )
+    return int(text)
+
+
+_TaskRead = tuple[Task | None, list[StoredFailure], list[RunnerEvent]]
+
+
+async def _read_failure(stores: Stores, failure_id: int) -> tuple[StoredFailure, _TaskRead] | None:
+    """The failure ``failure_id`` and its task as ``read_task`` reads it; ``None``: no row."""
+    assert stores.failures is not None  # noqa: S101 - open_stores gives one
+    row = await stores.failures.get(failure_id)
+    if row is None:
+        return None
+    return row, await read_task(stores, row.task_id)
+
+
+def _oldest_first(failures: list[StoredFailure]) -> list[StoredFailure]:
+    return sorted(failures, key=lambda row: (row.timestamp, row.id or 0))
+
+
+def _which(row: StoredFailure, of_task: list[StoredFailure]) -> str:
+    """The line saying which of its task's failure records ``row`` is."""
+    if len(of_task) == 1:
+        return f"failure {row.id}: the only failure record of this task"
+    position = next(i for i, other in enumerate(of_task, 1) if other.id == row.id)
+    others = ", ".join(str(other.id) for other in of_task if other.id != row.id)
+    return (
+        f"failure {row.id}: {position} of {len(of_task)} failure records of this task"
+        f" (oldest first; the others: {others})"
+    )
+
+
 def triage_command(
     task_id: Annotated[
-        str | None, typer.Argument(help="The failed task's id (or use --reason).")
+        str | None,
+        typer.Argument(help="The failed task's id (or use --failure or --reason)."),
+    ] = None,
+    failure: Annotated[
+        str | None,
+        typer.Option(
+            "--failure",
+            metavar="ID",
+            help="Triage one failure record by its id (the id column of `llamon failures`).",
+        ),
     ] = None,
     reason: Annotated[
         str | None,
@@ -181,11 +243,15 @@ def triage_command(
     home: Home = None,
 ) -> None:
     """Show a failed task's failure, the triage guide's row, the operator action and events."""
-    if (task_id is None) == (reason is None):
-        _fail("give a task id or --reason R (one of them).", 2)
+    if sum(given is not None for given in (task_id, failure, reason)) != 1:
+        _fail(_ONE_OF, 2)
+    failure_id = _failure_id(failure) if failure is not None else None
     guide = _guide(list(guide_files or []))
     if reason is not None:
         _reason_only(reason, guide, as_json)
+        return
+    if failure_id is not None:
+        _triage_failure(failure_id, guide, all_events, as_json, database_url, home)
         return
     assert task_id is not None  # noqa: S101 - checked above
     wanted = task_id
@@ -194,14 +260,68 @@ def triage_command(
     )
     if task is None and not failures:
         _fail(f"no task {task_id!r} in this store.", 1)
-    state = task.status.state.value if task is not None else "-"
     if not failures:
+        state = task.status.state.value if task is not None else "-"
         _fail(f"task {task_id} has no failure record (state {state}); nothing to triage.", 1)
-    failures = sorted(failures, key=lambda row: row.timestamp)
+    _show(task_id, task, _oldest_first(failures), events, guide, all_events, as_json=as_json)
+
+
+def _triage_failure(
+    failure_id: int,
+    guide: TriageGuide,
+    all_events: bool,
+    as_json: bool,
+    database_url: str | None,
+    home: Path | None,
+) -> None:
+    """``llamon triage --failure ID``: that record with its task's state and events."""
+    found = asyncio.run(
+        with_store("triage", database_url, home, lambda s: _read_failure(s, failure_id))
+    )
+    if found is None:
+        _fail(f"no failure {failure_id} in this store (`llamon failures` lists the ids).", 1)
+    row, (task, of_task, events) = found
+    if all(other.id != row.id for other in of_task):  # past the task's first page of records
+        of_task = [*of_task, row]
+    of_task = _oldest_first(of_task)
+    extra: dict[str, object] = {
+        "failureId": row.id,
+        "taskFailureIds": [other.id for other in of_task],
+    }
+    which = _which(row, of_task)
+    _show(
+        row.task_id,
+        task,
+        [row],
+        events,
+        guide,
+        all_events,
+        as_json=as_json,
+        extra=extra,
+        which=which,
+    )
+
+
+def _show(
+    task_id: str,
+    task: Task | None,
+    failures: list[StoredFailure],
+    events: list[RunnerEvent],
+    guide: TriageGuide,
+    all_events: bool,
+    *,
+    as_json: bool,
+    extra: dict[str, object] | None = None,
+    which: str | None = None,
+) -> None:
+    """Print ``failures`` of the task with their advice and the related ``events``
+    (``extra``: more top-level JSON keys; ``which``: a line after the task's)."""
+    state = task.status.state.value if task is not None else "-"
     shown = events if all_events else related_events(events, failures)
     if as_json:
         document = {
             "task": {"id": task_id, "state": state},
+            **(extra or {}),
             "failures": [
                 {
                     **failure_json(row),
@@ -216,6 +336,8 @@ def triage_command(
         typer.echo(json.dumps(document, ensure_ascii=False, indent=2))
         return
     typer.echo(f"task {task_id}  state {state}")
+    if which is not None:
+        typer.echo(which)
     for row in failures:
         _failure_lines(row)
         spec = reason_spec(row.reason)
