@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.async_api import Browser, FloatRect, expect
@@ -26,7 +27,7 @@ SAMPLE = DOCS / "lab-report-sample.html"
 FIGURE = DOCS / "img" / "quality-lab-report.png"
 WAIT = 15_000
 
-FAILING = [
+FAILING: list[dict[str, Any]] = [
     {  # the model looks the title up first: a wrong expectation fails, saying so
         "name": "bookshop-price-lookup-expects-a-search",
         "mode": "execute",
