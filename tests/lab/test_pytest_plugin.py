@@ -255,7 +255,9 @@ def test_without_the_option_case_files_are_not_collected(project: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert counts(done) == {"passed": 1}
     assert "cases/" not in done.stdout
-    both = pytest_in(project, "--llamon-lab", "cases/more.json", *TARGET)
+    only = pytest_in(project, "--llamon-lab", "cases/more.json", *TARGET)
+    assert counts(only) == {"failed": 1, "passed": 1}  # no test path given: the cases only
+    both = pytest_in(project, "test_plain.py", "--llamon-lab", "cases/more.json", *TARGET)
     assert counts(both) == {"failed": 1, "passed": 2}  # the plain test and the cases
 
 

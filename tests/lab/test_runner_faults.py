@@ -58,6 +58,7 @@ async def test_tool_timeout_strikes_three_times_then_ends_upstream_timeout() -> 
     assert steps(result) == [
         ("get_book", "upstream_tool_unavailable"),
         ("get_book", "upstream_tool_unavailable"),
+        ("get_book", "timeout"),  # the third call never came back: it ended the run
     ]
     assert result.faults_fired == {"tool_timeout:get_book": 3}
 
@@ -153,7 +154,8 @@ async def test_an_mcp_connection_that_drops_after_one_call() -> None:
         ("search_books", "upstream_tool_unavailable"),
         ("get_book", "upstream_tool_unavailable"),
         ("get_book", "upstream_tool_unavailable"),
-    ]  # the third strike of get_book ends the task
+        ("get_book", "connection_closed"),  # the third strike of get_book ends the task
+    ]
     assert result.faults_fired == {"mcp_connection_drop:Bookshop": 4}
 
 

@@ -599,14 +599,18 @@ def _event_dict(event: RunnerEvent) -> dict[str, Any]:
 
 
 def _steps_from_events(result: CaseResult, events: Sequence[Mapping[str, Any]]) -> None:
+    """Steps, selected target, rounds and fired faults from the task's runner events. A
+    call that started and never ended (it escalated and ended the run) is a failed step
+    with the run's failure reason, as the ``tool_results`` artifact records it."""
     rounds = 0
     fired: dict[str, int] = {}
+    open_calls: dict[object, tuple[int, str]] = {}
     for event in events:
         kind = event.get("type")
         meta = event.get("trace_metadata") or {}
         number = event.get("round") or 0
-        if isinstance(number, int):
-            rounds = max(rounds, number)
+        number = number if isinstance(number, int) else 0
+        rounds = max(rounds, number)
         if kind == "lab.fault_injected" and isinstance(meta, Mapping):
             target = meta.get("target")
             key = f"{meta.get('fault')}:{target}" if target else str(meta.get("fault"))
@@ -617,13 +621,17 @@ def _steps_from_events(result: CaseResult, events: Sequence[Mapping[str, Any]]) 
         if kind == "step.started":
             if result.selected_target is None:
                 result.selected_target = tool
+            open_calls[event.get("step_id") or len(open_calls)] = (number, tool)
             continue
+        open_calls.pop(event.get("step_id"), None)
         reason = meta.get("failure_reason") if isinstance(meta, Mapping) else None
         result.steps.append(
-            StepRecord(int(number or 0), tool, kind == "step.completed", _str_or_none(reason))
+            StepRecord(number, tool, kind == "step.completed", _str_or_none(reason))
         )
         if reason in _GUARD_REASONS and result.stopped_before is None:
             result.stopped_before = tool
+    for number, tool in open_calls.values():
+        result.steps.append(StepRecord(number, tool, False, result.failure_reason))
     result.rounds = rounds or None
     result.faults_fired = fired
 

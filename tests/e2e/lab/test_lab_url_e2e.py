@@ -199,7 +199,9 @@ async def test_an_mcp_connection_drop_is_injected_over_a2a_and_read_from_the_str
     assert [e["trace_metadata"] for e in fired] == [
         {"fault": "mcp_connection_drop", "target": "Bookshop"}
     ] * 3
-    assert steps(result) == [("get_book", False, "upstream_tool_unavailable")] * 2
+    assert steps(result) == [("get_book", False, "upstream_tool_unavailable")] * 2 + [
+        ("get_book", False, "connection_closed")  # the call that ended the run
+    ]
     assert result.rounds == 3
     assert result.triage is not None
     assert result.triage["reason"] == "connection_closed"
