@@ -473,6 +473,7 @@ async def test_an_agent_behind_an_api_key() -> None:
     assert result.passed, result.message
     assert result.event_source == "event_stream"  # the key went with the stream's request
     assert result.selected_target == "search_books"
+    assert dropped.event_source == "event_stream", dropped.to_dict()
     assert dropped.faults_fired == {"mcp_connection_drop:Bookshop": 3}
     assert stream.status_code == 401
     # without the key: the card's own words, not an internal error
