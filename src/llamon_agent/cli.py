@@ -70,7 +70,7 @@ app = typer.Typer(
 
 
 app.add_typer(card_app, name="card", help="Build and check agent cards.")
-app.add_typer(lab_app, name="lab", help="Quality Lab: check case files.")
+app.add_typer(lab_app, name="lab", help="Quality Lab: check, run and learn case files.")
 app.command("failures")(failures_command)
 app.command("tasks")(tasks_command)
 app.command("task")(task_command)

@@ -7,7 +7,6 @@ import json
 import logging
 import socket
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,24 +35,6 @@ FAILURE_LINES = [
     "  look first: The component named in the record (tool/node) and its health at that time.",
     "  fix: Check the upstream component's health; the caller may retry.",
 ]
-
-
-@pytest.fixture(autouse=True)
-def _log_levels() -> Iterator[None]:
-    """``lab run`` quiets the agent's loggers for its process; put them back for the
-    tests that run after these."""
-    names = (
-        "llamon_agent",
-        "a2a",
-        "httpx",
-        "mcp",
-        "uvicorn",
-        "a2a.server.request_handlers.default_request_handler",
-    )
-    levels = {name: logging.getLogger(name).level for name in names}
-    yield
-    for name, level in levels.items():
-        logging.getLogger(name).setLevel(level)
 
 
 def lab_run(*args: str) -> Result:
@@ -317,3 +298,11 @@ def test_repeat_and_concurrency_are_at_least_1(tmp_path: Path, option: str) -> N
     assert f"Invalid value for '{option}': Input should be greater than or equal to 1" in (
         result.stderr
     )
+
+
+def test_lab_run_puts_the_log_levels_back() -> None:
+    names = ("llamon_agent", "a2a", "httpx", "mcp", "uvicorn")
+    before = {name: logging.getLogger(name).level for name in names}
+    result = lab_run(str(SAMPLES / "demo-agent.json"), *DEMO, *DEMO_CARD)
+    assert result.exit_code == 0, result.output
+    assert {name: logging.getLogger(name).level for name in names} == before

@@ -26,6 +26,8 @@ import asyncio
 import json
 import logging
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -56,7 +58,7 @@ EXIT_INVALID = 2
 
 lab_app = typer.Typer(
     name="lab",
-    help="Quality Lab: check and run case files, print their JSON Schema.",
+    help="Quality Lab: check and run case files, learn cases from failures, print the schema.",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -325,7 +327,6 @@ async def _run(
     from llamon_agent.client.errors import RemoteAgentError
     from llamon_agent.lab.runner import Lab
 
-    quiet_logs()
     total = (len(cases) + len(shadow)) * repeat
     err = Console(stderr=True)
     bar = Progress(
@@ -339,7 +340,7 @@ async def _run(
     )
     try:
         async with Lab(agent, url=url, **options) as lab:
-            with bar:
+            with bar, quiet_logs():
                 job = bar.add_task("cases", total=total, last="")
 
                 def advance(result: CaseResult) -> None:
@@ -361,16 +362,24 @@ async def _run(
         return None
 
 
-def quiet_logs() -> None:
-    """Keep the log lines of the agent under test (a line per task, a warning per
-    injected transport failure ...) out of the terminal while cases run: the results say
-    what happened; only errors are shown."""
-    for name in ("llamon_agent", "a2a", "httpx", "mcp", "uvicorn"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+@contextmanager
+def quiet_logs() -> Iterator[None]:
+    """While cases run, keep the log lines of the agent under test (a line per task, a
+    warning per injected transport failure ...) out of the terminal: the results say what
+    happened; only errors are shown. The levels are put back afterwards."""
+    levels = dict.fromkeys(("llamon_agent", "a2a", "httpx", "mcp", "uvicorn"), logging.ERROR)
     # a2a-sdk logs a run of the in-process agent that ends in an exception (an injected
     # task-store failure ...) as an ERROR with the exception's traceback and text; the
     # case's result already says what the caller saw
-    logging.getLogger(_A2A_RUN_LOGGER).setLevel(logging.CRITICAL)
+    levels[_A2A_RUN_LOGGER] = logging.CRITICAL
+    before = {name: logging.getLogger(name).level for name in levels}
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+    try:
+        yield
+    finally:
+        for name, level in before.items():
+            logging.getLogger(name).setLevel(level)
 
 
 _A2A_RUN_LOGGER = "a2a.server.request_handlers.default_request_handler"
