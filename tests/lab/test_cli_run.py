@@ -295,9 +295,7 @@ def test_repeat_and_concurrency_are_at_least_1(tmp_path: Path, option: str) -> N
     cases = write(tmp_path / "cases.json", HELLO)
     result = lab_run(str(cases), *DEMO, option, "0")
     assert result.exit_code == 2
-    assert f"Invalid value for '{option}': Input should be greater than or equal to 1" in (
-        result.stderr
-    )
+    assert result.stderr == f"error: {option} must be at least 1, got 0\n"
 
 
 def test_lab_run_puts_the_log_levels_back() -> None:

@@ -27,7 +27,7 @@ import json
 import logging
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -219,8 +219,8 @@ def run_command(
     tags: Annotated[
         list[str] | None, typer.Option("--tags", help="Run only cases with one of these tags.")
     ] = None,
-    concurrency: Annotated[int, typer.Option(min=1, help="Cases run at once.")] = 1,
-    repeat: Annotated[int, typer.Option(min=1, help="Runs of each case.")] = 1,
+    concurrency: Annotated[int, typer.Option(help="Cases run at once (at least 1).")] = 1,
+    repeat: Annotated[int, typer.Option(help="Runs of each case (at least 1).")] = 1,
     timeout: Annotated[float, typer.Option(min=0.001, help="Seconds per case.")] = 120.0,
     cleanup_tools: Annotated[
         str | None,
@@ -251,6 +251,9 @@ def run_command(
         raise _fail(False, exc.problems) from exc
     except ImportError as exc:
         raise _fail(False, [], str(exc)) from exc
+    for name, value in (("--concurrency", concurrency), ("--repeat", repeat)):
+        if value < 1:
+            raise _problem(f"{name} must be at least 1, got {value}")
     chosen = _selected(cases, tags or [])
     if not chosen:
         raise _problem(f"no case has any of the tags {', '.join(_tags(tags or []))}")
@@ -338,9 +341,10 @@ async def _run(
         disable=not progress or not err.is_terminal,  # off a terminal it left a blank line
         transient=True,
     )
+    shown = bar if progress and err.is_terminal else nullcontext()  # nothing printed off it
     try:
         async with Lab(agent, url=url, **options) as lab:
-            with bar, quiet_logs():
+            with shown, quiet_logs():
                 job = bar.add_task("cases", total=total, last="")
 
                 def advance(result: CaseResult) -> None:
