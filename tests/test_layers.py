@@ -4,8 +4,9 @@ Layers of ``llamon_agent``, top to bottom (``|``: side by side)::
 
     cli                                        the ``llamon`` command
     demo | cli_errors | testing | examples     built on the server: the demo, the CLI's
-      | lab                                    error lines, the test harness, example agents,
-                                               Quality Lab case files
+      | lab | catalog                          error lines, the test harness, example agents,
+                                               Quality Lab case files, the Agent Catalog
+                                               service
     a2a                                        serving (flow and loop adapters included)
     client                                     calling other agents
     mcp                                        MCP tools for the loop
@@ -48,7 +49,7 @@ SOURCE: Final = Path(llamon_agent.__file__).parent
 
 LAYERS: Final = (
     Layer("cli"),
-    Layer("demo", "cli_errors", "testing", "examples", "lab", independent=False),
+    Layer("demo", "cli_errors", "testing", "examples", "lab", "catalog", independent=False),
     Layer("a2a"),
     Layer("client"),
     Layer("mcp"),

@@ -16,7 +16,8 @@ in one table, ``llamon_agent.core.classify``; ``llamon errors`` prints it)::
           ├── RegistryError
           │    ├── RegistryUnauthorizedError   AUTH_REQUIRED
           │    ├── RegistryNotFoundError       NOT_FOUND
-          │    └── RegistryTimeoutError        UPSTREAM_TIMEOUT   retriable  (also a TimeoutError)
+          │    ├── RegistryTimeoutError        UPSTREAM_TIMEOUT   retriable  (also a TimeoutError)
+          │    └── RegistryUnavailableError    UPSTREAM_UNAVAILABLE retriable
           ├── GuardrailBlockedError       GUARDRAIL_BLOCKED      (artifacts withheld)
           ├── FlowError
           │    ├── MaxIterationError      INTERNAL_ERROR
@@ -62,6 +63,7 @@ __all__ = [
     "RegistryNotFoundError",
     "RegistryTimeoutError",
     "RegistryUnauthorizedError",
+    "RegistryUnavailableError",
     "RoutingError",
 ]
 
@@ -207,6 +209,11 @@ class RegistryTimeoutError(RegistryError, TimeoutError):
 
     Also a ``TimeoutError``, so ``except TimeoutError`` catches it.
     """
+
+
+class RegistryUnavailableError(RegistryError):
+    """The registry could not be reached or answered with a server error.
+    ``UPSTREAM_UNAVAILABLE``, retriable."""
 
 
 class GuardrailBlockedError(LlamonError):

@@ -70,6 +70,7 @@ from llamon_agent.exceptions import (
     RegistryNotFoundError,
     RegistryTimeoutError,
     RegistryUnauthorizedError,
+    RegistryUnavailableError,
     RoutingError,
 )
 
@@ -614,6 +615,7 @@ BUILTIN_RULES: Final[tuple[tuple[Key, Rule | YieldingRule, str], ...]] = (
     (MissingFieldError, ErrorRule(ErrorCode.INVALID_INPUT), ""),
     (RegistryNotFoundError, ErrorRule(ErrorCode.NOT_FOUND), ""),
     (RegistryTimeoutError, ErrorRule(ErrorCode.UPSTREAM_TIMEOUT, None, True), ""),
+    (RegistryUnavailableError, ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, None, True), ""),
     (TimeoutError, _TIMEOUT, "asyncio.TimeoutError is TimeoutError"),
     ("httpx.TimeoutException", _TIMEOUT, ""),
     ("httpx2.TimeoutException", _TIMEOUT, "mcp 2.x transport"),

@@ -28,6 +28,10 @@ operator can change a variable before the part that reads it starts.
   token callers must send; none by default.
 * ``LLAMON_TRIAGE_GUIDE`` -- ``llamon triage``: a TOML file of triage rows that add to or
   replace the shipped guide's, by reason; none by default.
+* ``LLAMON_CATALOG_URL``, ``LLAMON_CATALOG_KEY`` -- the Agent Catalog ``CatalogClient()``
+  and ``AgentClient("catalog://name@range")`` use when none is passed, and its key.
+* ``LLAMON_CATALOG_CACHE_MAX_AGE`` -- seconds a cached catalog resolution may be used while
+  the catalog is unreachable; default 86400 (24 h), ``0``: never.
 
 ``StoreKind`` names where tasks and flow checkpoints live (``open_stores()`` picks
 ``postgres`` when ``LLAMON_DATABASE_URL`` is set, else ``sqlite``).
@@ -42,6 +46,9 @@ from typing import Final, Literal, get_args
 __all__ = [
     "API_KEY_ENV",
     "BEARER_TOKEN_ENV",
+    "CATALOG_CACHE_MAX_AGE_ENV",
+    "CATALOG_KEY_ENV",
+    "CATALOG_URL_ENV",
     "CONSOLE_SECRET_ENV",
     "DATABASE_URL_ENV",
     "DEBUG_ERRORS_ENV",
@@ -139,6 +146,15 @@ LAB_BEARER_TOKEN_ENV: Final = "LLAMON_LAB_BEARER_TOKEN"  # noqa: S105 (a variabl
 CONSOLE_SECRET_ENV: Final = "LLAMON_CONSOLE_SECRET"  # noqa: S105 (a variable name)
 """The key that signs web console session cookies (the same on every replica behind one
 address); a random per-process key when unset."""
+
+CATALOG_URL_ENV: Final = "LLAMON_CATALOG_URL"
+"""The Agent Catalog a ``CatalogClient`` (and ``catalog://`` in ``AgentClient``) asks by default."""
+
+CATALOG_KEY_ENV: Final = "LLAMON_CATALOG_KEY"
+"""The key sent to the Agent Catalog by default (``Authorization: Bearer``)."""
+
+CATALOG_CACHE_MAX_AGE_ENV: Final = "LLAMON_CATALOG_CACHE_MAX_AGE"
+"""Seconds a cached catalog resolution may stand in for an unreachable catalog; default 24 h."""
 
 TRIAGE_GUIDE_ENV: Final = "LLAMON_TRIAGE_GUIDE"
 """A TOML file of triage rows ``llamon triage`` reads on top of the shipped guide."""
