@@ -99,11 +99,11 @@ class Version:
             raise InvalidVersionError(
                 f"{text!r} is not a semantic version (MAJOR.MINOR.PATCH): " + _why_not_version(text)
             )
-        numbers = [int(match[name]) for name in ("major", "minor", "patch")]
-        if max(numbers) > _MAX_NUMBER:
+        major, minor, patch = (int(match[name]) for name in ("major", "minor", "patch"))
+        if max(major, minor, patch) > _MAX_NUMBER:
             raise InvalidVersionError(f"{text!r}: each number is at most {_MAX_NUMBER}")
         pre = tuple(match["pre"].split(".")) if match["pre"] else ()
-        return cls(*numbers, prerelease=pre, build=match["build"] or "")
+        return cls(major, minor, patch, prerelease=pre, build=match["build"] or "")
 
     @property
     def release(self) -> tuple[int, int, int]:
