@@ -160,6 +160,22 @@ async def test_an_agent_with_no_active_version_has_no_latest(catalog_store: Cata
     assert await found(catalog_store) == []
 
 
+async def test_concurrent_writers_of_one_agent_leave_exactly_one_latest(
+    catalog_store: CatalogStore,
+) -> None:
+    numbers = [f"1.{minor}.0" for minor in range(12)]
+    await asyncio.gather(*(catalog_store.add_version(version("orders", n)) for n in numbers))
+    rows = await catalog_store.versions_of("orders")
+    assert [row.version for row in rows if row.is_latest] == ["1.11.0"]
+    await asyncio.gather(
+        *(catalog_store.set_status("orders", n, "deprecated") for n in numbers[6:]),
+        *(catalog_store.set_status("orders", n, "deleted") for n in numbers[4:6]),
+    )
+    rows = await catalog_store.versions_of("orders")
+    assert [row.version for row in rows if row.is_latest] == ["1.3.0"]
+    assert await found(catalog_store) == [("orders", "1.3.0")]
+
+
 async def test_set_status_of_an_absent_version_is_none(catalog_store: CatalogStore) -> None:
     await add(catalog_store, version("orders", "1.0.0"))
     assert await catalog_store.set_status("orders", "9.9.9", "deprecated") is None

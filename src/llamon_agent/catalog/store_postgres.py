@@ -111,10 +111,9 @@ class PostgresCatalogStore:
         agent = {"name": version.name, "owner": version.owner, "created_at": version.published_at}
         async with self.engine.begin() as connection:
             await connection.execute(text(sql.INSERT_AGENT), agent)
-            if owned_by is not None:
-                owner = (await connection.execute(text(sql.SELECT_OWNER), key)).scalar_one()
-                if owner != owned_by:
-                    raise NameOwned(version.name, owner)
+            owner = (await connection.execute(text(sql.LOCK_AGENT), key)).scalar_one()
+            if owned_by is not None and owner != owned_by:
+                raise NameOwned(version.name, owner)
             if (await connection.execute(text(sql.INSERT_VERSION), params)).rowcount == 0:
                 raise VersionTaken(f"{version.name} {version.version} is already published")
             if terms:
@@ -140,6 +139,7 @@ class PostgresCatalogStore:
 
         key = {"name": name, "version": version}
         async with self.engine.begin() as connection:
+            await connection.execute(text(sql.LOCK_AGENT), key)  # writers of one agent take turns
             changed = await connection.execute(text(sql.SET_STATUS), {**key, "status": status})
             if changed.rowcount == 0:
                 return None

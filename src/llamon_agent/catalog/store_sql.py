@@ -49,6 +49,7 @@ __all__ = [
     "INSERT_AGENT",
     "INSERT_VERSION",
     "KEYS",
+    "LOCK_AGENT",
     "LIST_KEYS",
     "RECOMPUTE_LATEST",
     "RECORD_HEALTH",
@@ -190,6 +191,10 @@ INSERT_AGENT: Final = (
     " ON CONFLICT (name) DO NOTHING"
 )
 SELECT_OWNER: Final = f"SELECT owner FROM {AGENTS} WHERE name = :name"  # noqa: S608
+LOCK_AGENT: Final = f"{SELECT_OWNER} FOR UPDATE"
+"""PostgreSQL: the agent's row locked until the transaction ends, so two writers of one
+agent's versions take turns and each recomputes the latest over the other's rows (SQLite's
+single writer needs no lock)."""
 INSERT_VERSION: Final = (
     f"INSERT INTO {VERSIONS} ({', '.join(_VERSION_COLUMNS)})"  # noqa: S608 - constants
     f" VALUES ({', '.join(':' + column for column in _VERSION_COLUMNS)})"
