@@ -41,7 +41,8 @@ What the caller sees:
   A version becomes healthy again on its first successful probe.
 
 * Logs (``llamon_agent.catalog``): one INFO line when a version changes state, naming it
-  ``name@version`` and never its address (the card URL is a backend address)::
+  ``name@version`` and never its address (the card URL is a backend address; httpx's and
+  httpcore's own lines about a probe, which name it, are dropped)::
 
       catalog health: orders@2.1.0 healthy -> unhealthy UPSTREAM_UNAVAILABLE network_error
 
@@ -55,6 +56,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import logging
 import random
@@ -94,6 +96,30 @@ STOP_BOUND: Final = 5.0
 """``stop()`` waits at most this long for cancelled probes to end."""
 
 Sleep = Callable[[float], Awaitable[object]]
+
+_PROBING: Final = contextvars.ContextVar("llamon_catalog_probing", default=False)
+_LIBRARY_LOGGERS: Final = (
+    "httpx",
+    "httpcore.connection",
+    "httpcore.http11",
+    "httpcore.http2",
+    "httpcore.proxy",
+)
+
+
+class _ProbeLinesFilter(logging.Filter):
+    """Drops httpx's and httpcore's lines about a probe: they name the agent's address."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not _PROBING.get()
+
+
+def _quiet_library_lines() -> None:
+    """Install ``_ProbeLinesFilter`` on the HTTP libraries' loggers (once)."""
+    for name in _LIBRARY_LOGGERS:
+        library = logging.getLogger(name)
+        if not any(isinstance(f, _ProbeLinesFilter) for f in library.filters):
+            library.addFilter(_ProbeLinesFilter())
 
 
 def healthy_delay(interval: float, rng: Callable[[], float]) -> float:
@@ -204,6 +230,7 @@ class HealthProber:
         self._loop_task: asyncio.Task[None] | None = None
         self._inflight: set[asyncio.Task[Health]] = set()
         self._wake = asyncio.Event()
+        _quiet_library_lines()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -274,6 +301,7 @@ class HealthProber:
     async def _probe(self, version: AgentVersion) -> Health:
         """What one probe of ``version`` finds (never raises but for cancellation)."""
         before = version.health
+        _PROBING.set(True)  # this task's own context: httpx's lines about it are dropped
         try:
             async with asyncio.timeout(self._timeout):
                 await self._check(version)
