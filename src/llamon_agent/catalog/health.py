@@ -228,7 +228,7 @@ class HealthProber:
         self._poll = poll if poll is not None else min(interval, 5.0)
         self._max_card_bytes = max_card_bytes
         self._loop_task: asyncio.Task[None] | None = None
-        self._inflight: set[asyncio.Task[Health]] = set()
+        self._inflight: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
         _quiet_library_lines()
 
@@ -248,7 +248,7 @@ class HealthProber:
     async def stop(self) -> None:
         """End the loop and cancel the probes in flight; returns within a few seconds
         whatever the probed agents do. Safe to call twice, or without ``start()``."""
-        tasks: list[asyncio.Task[object]] = [*self._inflight]
+        tasks: list[asyncio.Task[None]] = [*self._inflight]
         if self._loop_task is not None:
             tasks.append(self._loop_task)
             self._loop_task = None
@@ -275,28 +275,28 @@ class HealthProber:
 
     async def probe_once(self) -> int:
         """One sweep: probe the versions due now (at most ``batch``, ``concurrency`` at
-        once) and record their health; returns how many were probed. What the store
-        raises is raised (the loop logs it and goes on)."""
+        once) and record each one's health as soon as it is probed; returns how many were
+        probed. What the store raises is raised (the loop logs it and goes on)."""
         due = await self._store.due_for_probe(self._clock(), self._batch)
         if not due:
             return 0
         gate = asyncio.Semaphore(self._concurrency)
-        tasks = [asyncio.create_task(self._probe_bounded(gate, version)) for version in due]
+        tasks = [asyncio.create_task(self._probe_and_record(gate, v)) for v in due]
         self._inflight.update(tasks)
         try:
-            found = await asyncio.gather(*tasks)
+            await asyncio.gather(*tasks)
         finally:
             for task in tasks:
                 task.cancel()
             self._inflight.difference_update(tasks)
-        for version, health in zip(due, found, strict=True):
-            await self._store.record_health(version.name, version.version, health)
-            self._log_change(version, health)
         return len(due)
 
-    async def _probe_bounded(self, gate: asyncio.Semaphore, version: AgentVersion) -> Health:
+    async def _probe_and_record(self, gate: asyncio.Semaphore, version: AgentVersion) -> None:
+        """Probe ``version`` once ``gate`` lets it, then record (and log) what it found."""
         async with gate:
-            return await self._probe(version)
+            health = await self._probe(version)
+        await self._store.record_health(version.name, version.version, health)
+        self._log_change(version, health)
 
     async def _probe(self, version: AgentVersion) -> Health:
         """What one probe of ``version`` finds (never raises but for cancellation)."""
