@@ -448,34 +448,44 @@ async def test_stop_returns_promptly_while_probes_hang(store: CatalogStore) -> N
     assert health.state == "unknown"  # a cancelled probe records nothing
 
 
-async def test_a_failing_store_is_logged_once_and_the_loop_goes_on(
+async def test_a_store_closed_under_the_prober_is_logged_once_and_the_loop_goes_on(
     store: CatalogStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="llamon_agent.catalog")
     waits: list[float] = []
-    third_wait = asyncio.Event()
+    idle = asyncio.Event()
+    third_backoff = asyncio.Event()
 
     async def sleep(seconds: float) -> None:
         waits.append(seconds)
-        if len(waits) >= 3:
-            third_wait.set()
-            await asyncio.Event().wait()  # the test stops the prober here
+        if len(waits) == 1:
+            idle.set()  # the first sweep found nothing due: wait until wake()
+            await asyncio.Event().wait()
+        elif len(waits) == 4:
+            third_backoff.set()  # the test stops the prober here
+            await asyncio.Event().wait()
 
-    await store.close()
     prober = HealthProber(
         store, interval=10.0, max_backoff=100.0, clock=Clock(), rng=fixed(0.5), sleep=sleep
     )
     await prober.start()
     try:
-        await asyncio.wait_for(third_wait.wait(), 5)
+        await asyncio.wait_for(idle.wait(), 5)
+        await store.close()
+        prober.wake()
+        await asyncio.wait_for(third_backoff.wait(), 5)
         assert prober.running
     finally:
         await prober.stop()
-    assert waits == [7.5, 15.0, 30.0]
+    assert waits == [5.0, 7.5, 15.0, 30.0]
     warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
-    assert len(warnings) == 1
-    assert warnings[0].name == "llamon_agent.catalog"
-    assert warnings[0].getMessage().startswith("catalog health: the catalog store did not answer (")
+    assert [(r.name, r.getMessage()) for r in warnings] == [
+        (
+            "llamon_agent.catalog",
+            "catalog health: the catalog store did not answer (INTERNAL_ERROR runtime_error); "
+            "probes wait and try again",
+        )
+    ]
 
 
 async def test_wake_starts_a_sweep_without_waiting_for_the_poll(store: CatalogStore) -> None:
