@@ -46,7 +46,7 @@ from llamon_agent.catalog.access import Caller
 from llamon_agent.catalog.errors import CatalogRefusal
 from llamon_agent.catalog.names import check_name, name_for_card
 from llamon_agent.catalog.records import AgentVersion, ChangeKind
-from llamon_agent.catalog.store import CatalogStore, VersionTaken
+from llamon_agent.catalog.store import CatalogStore, NameOwned, VersionTaken
 from llamon_agent.catalog.versioning import check_bump, classify_change, predecessor
 from llamon_agent.client.catalog_wire import PublishRequest
 from llamon_agent.core.semver import InvalidVersionError, Version
@@ -323,8 +323,11 @@ async def publish(
         card_url=card_url,
         warnings=warnings,
     )
+    owned_by = None if caller.is_admin else caller.label
     try:
-        return PublishOutcome(await store.add_version(stored), created=True)
+        return PublishOutcome(await store.add_version(stored, owned_by=owned_by), created=True)
+    except NameOwned:  # another publisher took the new name meanwhile
+        raise CatalogRefusal("name_not_owned", f"{name!r} is owned by another publisher") from None
     except VersionTaken:  # published by a concurrent request meanwhile
         existing = await store.get_version(name, str(version))
         if existing is None:  # pragma: no cover - it was just there
