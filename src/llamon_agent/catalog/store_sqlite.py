@@ -38,6 +38,7 @@ __all__ = [
     "CATALOG_SQLITE_FILE",
     "CATALOG_SQLITE_SCHEMA_VERSION",
     "SQLiteCatalogStore",
+    "catalog_path",
     "open_sqlite_catalog",
 ]
 
@@ -47,7 +48,7 @@ CATALOG_SQLITE_SCHEMA_VERSION: Final = sql.CATALOG_SCHEMA_VERSION
 CATALOG_SQLITE_FILE: Final = "catalog.db"
 
 
-def _catalog_path(database_url: str | None, home: Path | None) -> Path:
+def catalog_path(database_url: str | None, home: Path | None) -> Path:
     """The file a ``sqlite:///path`` URL names, or ``catalog.db`` under ``home``."""
     if database_url is None or database_url in ("sqlite:", "sqlite://", "sqlite:///"):
         directory = llamon_home() if home is None else home
@@ -85,7 +86,7 @@ async def open_sqlite_catalog(
     """The catalog store in ``catalog.db`` under ``home`` (or the file of a
     ``sqlite:///path`` URL). ``ValueError`` for a file written by a newer llamon or a URL
     that names no file; ``sqlite3.Error`` naming the file if it is not a database."""
-    path = _catalog_path(database_url, home)
+    path = catalog_path(database_url, home)
     return SQLiteCatalogStore(await SQLiteDatabase.open(path, prepare=_prepare))
 
 
