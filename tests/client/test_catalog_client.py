@@ -29,14 +29,14 @@ from tests._support.catalog_fake import KEY, FakeCatalog, card_json
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeCatalog]:
+def fake() -> FakeCatalog:
     catalog = FakeCatalog()
     catalog.add("orders", "1.4.0")
     catalog.add("orders", "2.0.0")
     catalog.add("orders", "2.1.0")
     catalog.add("orders", "2.3.0", status="deprecated")
     catalog.add("orders", "3.0.0", status="deleted")
-    yield catalog
+    return catalog
 
 
 @pytest.fixture
@@ -368,9 +368,10 @@ async def test_publish_by_url_sends_only_the_url(client: CatalogClient, fake: Fa
 async def test_publish_needs_exactly_one_of_a_card_or_a_url(
     client: CatalogClient, fake: FakeCatalog
 ) -> None:
-    for given in ({}, {"card": card_json("a", "1.0.0"), "url": "http://127.0.0.1:9/"}):
+    both = (card_json("a", "1.0.0"), "http://127.0.0.1:9/")
+    for card, where in ((None, None), both):
         with pytest.raises(CatalogRequestError) as raised:
-            await client.publish(given.get("card"), url=given.get("url"))
+            await client.publish(card, url=where)
         assert str(raised.value) == "publish: give exactly one of a card or the url of an agent"
     assert fake.seen == []
 
