@@ -11,8 +11,14 @@ import pytest
 from a2a.types import AgentCard
 from starlette.responses import PlainTextResponse
 
-from llamon_agent.client import CatalogClient, CatalogEntry, PublishResult, SearchPage
-from llamon_agent.client.auth import ApiKey
+from llamon_agent.client import (
+    AgentClient,
+    CatalogClient,
+    CatalogEntry,
+    PublishResult,
+    SearchPage,
+)
+from llamon_agent.client.auth import ApiKey, Bearer
 from llamon_agent.client.catalog import parse_catalog_url
 from llamon_agent.client.catalog_errors import CatalogRequestError
 from llamon_agent.core.classify import classify_exception
@@ -460,3 +466,31 @@ def test_a_malformed_catalog_url_is_a_config_error_naming_it(url: str, message: 
     with pytest.raises(ConfigValidationError) as raised:
         parse_catalog_url(url)
     assert str(raised.value).startswith(message)
+
+
+async def test_a_bearer_with_a_refresh_callback_is_refreshed_once_after_a_401(
+    url: str, fake: FakeCatalog, tmp_path: Path
+) -> None:
+    async def fresh_key() -> str:
+        return KEY
+
+    bearer = Bearer("lcat_" + "x" * 43, refresh=fresh_key)
+    async with CatalogClient(url, auth=bearer, cache_dir=tmp_path) as catalog:
+        assert (await catalog.resolve_entry("orders", "^1")).version == "1.4.0"
+    assert [seen.headers["authorization"] for seen in fake.seen] == [
+        "Bearer lcat_" + "x" * 43,
+        f"Bearer {KEY}",
+    ]
+
+
+async def test_an_agent_client_of_a_catalog_url_uses_the_catalog_of_the_environment(
+    url: str, fake: FakeCatalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LLAMON_CATALOG_URL", url)
+    monkeypatch.setenv("LLAMON_CATALOG_KEY", KEY)
+    monkeypatch.setenv("LLAMON_HOME", str(tmp_path))
+    async with AgentClient("catalog://orders@^1") as agent:
+        card = await agent.card()
+        assert (card.version, card.url) == ("1.4.0", "http://127.0.0.1:1/")
+        await agent.card()  # kept for card_ttl: not asked again
+    assert [seen.path for seen in fake.seen] == ["/v0/agents/orders/versions"]
