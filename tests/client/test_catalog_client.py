@@ -165,6 +165,7 @@ async def test_an_unknown_agent_raises_registry_not_found(client: CatalogClient)
     error = raised.value
     assert (error.error_reason, error.http_status) == ("agent_not_found", 404)
     assert str(error) == "agent 'ghost' (^1): no agent 'ghost'"
+    assert error.to_dict()["registry_reason"] == "agent_not_found"
     found = classify_exception(error)
     assert (found.code, found.reason) == (ErrorCode.NOT_FOUND, "registry_not_found_error")
     assert (await client.resolve_entry("orders", "^1")).version == "1.4.0"
