@@ -15,7 +15,12 @@ from llamon_agent.catalog.records import (
     CatalogQuery,
     Health,
 )
-from llamon_agent.catalog.store import CatalogStore, VersionTaken, open_catalog_store
+from llamon_agent.catalog.store import (
+    CatalogStore,
+    NameOwned,
+    VersionTaken,
+    open_catalog_store,
+)
 
 __all__ = [
     "AgentVersion",
@@ -24,6 +29,7 @@ __all__ = [
     "CatalogQuery",
     "CatalogStore",
     "Health",
+    "NameOwned",
     "VersionTaken",
     "open_catalog_store",
 ]

@@ -27,11 +27,21 @@ from llamon_agent.catalog.records import (
     Status,
 )
 
-__all__ = ["CatalogStore", "VersionTaken", "open_catalog_store"]
+__all__ = ["CatalogStore", "NameOwned", "VersionTaken", "open_catalog_store"]
 
 
 class VersionTaken(Exception):
     """``add_version``: that ``(name, version)`` is already stored (any status)."""
+
+
+class NameOwned(Exception):
+    """``add_version(..., owned_by=label)``: the agent belongs to another publisher
+    (``owner``), perhaps one that published it first a moment ago; nothing was stored."""
+
+    def __init__(self, name: str, owner: str) -> None:
+        super().__init__(f"{name!r} is owned by another publisher")
+        self.name = name
+        self.owner = owner
 
 
 class CatalogStore(Protocol):
@@ -41,10 +51,15 @@ class CatalogStore(Protocol):
         """The label of the publisher that first published ``name``, or ``None``."""
         ...
 
-    async def add_version(self, version: AgentVersion) -> AgentVersion:
+    async def add_version(
+        self, version: AgentVersion, *, owned_by: str | None = None
+    ) -> AgentVersion:
         """Store a new version (and the agent, owned by ``version.owner``, if new), index its
         card's skill terms, and recompute which version is the agent's latest; returns it as
-        stored (``is_latest`` set). ``VersionTaken`` if that version exists."""
+        stored (``is_latest`` set). ``VersionTaken`` if that version exists. With
+        ``owned_by``, ``NameOwned`` (nothing stored) unless the agent is new or owned by
+        that label, checked in the same transaction: of two publishers racing for a new
+        name, exactly one gets it."""
         ...
 
     async def get_version(self, name: str, version: str) -> AgentVersion | None:
