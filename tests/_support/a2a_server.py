@@ -56,11 +56,12 @@ def make_card(
 
 
 @asynccontextmanager
-async def running_server(app: Starlette) -> AsyncIterator[str]:
-    """Serve ``app`` with uvicorn on a free loopback port; yield its base URL."""
+async def running_server(app: Starlette, *, port: int = 0) -> AsyncIterator[str]:
+    """Serve ``app`` with uvicorn on a loopback port (a free one, or ``port``: the same
+    address again after a stop); yield its base URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind(("127.0.0.1", port))
     sock.listen(128)
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
