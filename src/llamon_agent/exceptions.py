@@ -193,7 +193,29 @@ class MissingAPIKeyError(LlamonError):
 
 
 class RegistryError(LlamonError):
-    """A registry (of agents, tools or components) failed. ``INTERNAL_ERROR``, not retriable."""
+    """A registry (of agents, tools or components) failed. ``INTERNAL_ERROR``, not retriable.
+
+    ``error_reason`` and ``http_status`` are what the registry itself answered, when it
+    answered (the Agent Catalog's ``errorReason``, e.g. ``agent_not_found``); both are also
+    kept in the failure evidence (``registry_reason``, ``http_status``).
+    """
+
+    def __init__(
+        self,
+        message: str = "",
+        /,
+        *,
+        error_reason: str | None = None,
+        http_status: int | None = None,
+        **details: object,
+    ) -> None:
+        if error_reason is not None:
+            details.setdefault("registry_reason", error_reason)
+        if http_status is not None:
+            details.setdefault("http_status", http_status)
+        super().__init__(message, **details)
+        self.error_reason = error_reason
+        self.http_status = http_status
 
 
 class RegistryUnauthorizedError(RegistryError):

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     )
     from llamon_agent.client.auth import ApiKey, Bearer, Credential
     from llamon_agent.client.card import clear_card_cache
+    from llamon_agent.client.catalog import CatalogClient, CatalogEntry, PublishResult, SearchPage
     from llamon_agent.client.chaining import (
         DEFAULT_BY_REFERENCE_ABOVE,
         ChainFailedError,
@@ -86,6 +87,8 @@ __all__ = [
     "Bearer",
     "Call",
     "CardMismatchError",
+    "CatalogClient",
+    "CatalogEntry",
     "ChainFailedError",
     "ChainResult",
     "ChainStep",
@@ -93,6 +96,7 @@ __all__ = [
     "Credential",
     "FinalEvent",
     "Outcome",
+    "PublishResult",
     "PushReceiver",
     "PushReceiverFullError",
     "RemoteAgentError",
@@ -114,6 +118,7 @@ __all__ = [
     "Saga",
     "SagaFailedError",
     "SagaStep",
+    "SearchPage",
     "ShelfFullError",
     "StatusEvent",
     "StepContext",
@@ -146,6 +151,10 @@ _HOMES: dict[str, str] = {
     ),
     **dict.fromkeys(("ApiKey", "Bearer", "Credential"), "llamon_agent.client.auth"),
     **dict.fromkeys(("clear_card_cache",), "llamon_agent.client.card"),
+    **dict.fromkeys(
+        ("CatalogClient", "CatalogEntry", "PublishResult", "SearchPage"),
+        "llamon_agent.client.catalog",
+    ),
     **dict.fromkeys(
         ("DEFAULT_BY_REFERENCE_ABOVE", "ChainFailedError", "ChainResult", "ChainStep", "chain"),
         "llamon_agent.client.chaining",

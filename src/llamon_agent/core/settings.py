@@ -68,6 +68,9 @@ __all__ = [
     "TRIAGE_GUIDE_ENV",
     "WORKER_ID_ENV",
     "StoreKind",
+    "catalog_cache_max_age_setting",
+    "catalog_key_setting",
+    "catalog_url_setting",
     "console_secret_setting",
     "database_url_setting",
     "debug_errors_enabled",
@@ -302,3 +305,34 @@ def console_secret_setting() -> bytes | None:
     """``LLAMON_CONSOLE_SECRET`` as bytes, or ``None`` when unset or blank."""
     value = os.environ.get(CONSOLE_SECRET_ENV, "").strip()
     return value.encode() if value else None
+
+
+def catalog_url_setting() -> str | None:
+    """``$LLAMON_CATALOG_URL`` (stripped), or None when unset or empty."""
+    return os.environ.get(CATALOG_URL_ENV, "").strip() or None
+
+
+def catalog_key_setting(name: str = CATALOG_KEY_ENV) -> str | None:
+    """The catalog key in ``$LLAMON_CATALOG_KEY`` (or the variable ``name``), stripped;
+    None when unset or empty."""
+    return os.environ.get(name, "").strip() or None
+
+
+def catalog_cache_max_age_setting() -> float | None:
+    """``$LLAMON_CATALOG_CACHE_MAX_AGE`` in seconds (``0``: a cached resolution is never
+    used), or None when unset or empty.
+
+    Raises ``ValueError`` naming the variable when it is not a finite number >= 0.
+    """
+    value = os.environ.get(CATALOG_CACHE_MAX_AGE_ENV, "").strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise ValueError(
+            f"{CATALOG_CACHE_MAX_AGE_ENV} must be a number of seconds >= 0, got {value!r}"
+        )
+    return seconds
