@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from click.testing import Result
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from llamon_agent.catalog.access import hash_key
 from llamon_agent.catalog.cli_serve import exposure_warnings
@@ -44,6 +43,12 @@ def _on_store(home: Path, use: Callable[[CatalogStore], Awaitable[T]]) -> T:
             await store.close()
 
     return asyncio.run(run())
+
+
+def _table(text: str) -> list[list[str]]:
+    """The cells of a rich table's rows (the header first)."""
+    lines = [line.replace("┃", "│") for line in text.splitlines()]
+    return [[cell.strip() for cell in line.split("│")[1:-1]] for line in lines if "│" in line]
 
 
 @pytest.fixture
@@ -95,13 +100,13 @@ def test_keys_add_twice_gives_two_keys_and_says_the_label_is_shared(home: Path) 
         ),
         (
             ["--role", "caller", "--label", "x", "--pattern", "Orders"],
-            "--pattern 'Orders' is not a name pattern. Use lowercase names with '*' and '?' "
-            "(e.g. 'orders', 'team-*', 'acme/*').",
+            "--pattern: 'Orders' is not a name pattern: use lowercase letters, digits, '-', '/' "
+            "and the wildcards '*' and '?'.",
         ),
         (
             ["--role", "caller", "--label", "x", "--pattern", "team-[ab]"],
-            "--pattern 'team-[ab]' is not a name pattern. Use lowercase names with '*' and '?' "
-            "(e.g. 'orders', 'team-*', 'acme/*').",
+            "--pattern: 'team-[ab]' is not a name pattern: use lowercase letters, digits, '-', "
+            "'/' and the wildcards '*' and '?'.",
         ),
         (
             ["--role", "caller", "--label", "x"],
@@ -156,8 +161,7 @@ def test_keys_list_shows_label_role_patterns_and_time_never_key_or_hash(home: Pa
     ]
     table = _cli(home, "keys", "list")
     assert table.exit_code == 0
-    rows = [line.split("│")[1:-1] for line in table.stdout.splitlines() if "│" in line]
-    assert [[cell.strip() for cell in row] for row in rows] == [
+    assert _table(table.stdout) == [
         ["label", "role", "patterns", "created"],
         ["ops", "admin", "*", "2025-12-01T12:00:00Z"],
         ["shop", "caller", "orders pay-*", "2025-12-01T12:01:01Z"],
@@ -302,8 +306,7 @@ def test_list_prints_the_governance_table(home: Path) -> None:
     _on_store(home, _governed)
     result = _cli(home, "list")
     assert result.exit_code == 0, result.output
-    rows = [line.split("│")[1:-1] for line in result.stdout.splitlines() if "│" in line]
-    assert [[cell.strip() for cell in row] for row in rows] == [
+    assert _table(result.stdout) == [
         ["name", "versions", "latest", "status", "health", "owner", "last seen"],
         [
             "orders",

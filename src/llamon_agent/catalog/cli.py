@@ -28,9 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import time
-from typing import Annotated, Final
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -42,11 +41,7 @@ from llamon_agent.catalog.cli_store import DatabaseUrl, Home, catalog_store, fai
 from llamon_agent.catalog.governance import AgentRow, governance_rows, iso_time, rows_json
 from llamon_agent.catalog.records import ROLES, CatalogKey, Role
 
-__all__ = ["PATTERN_SYNTAX", "catalog_app", "keys_app"]
-
-PATTERN_SYNTAX: Final = re.compile(r"^[a-z0-9*?]+(?:[-/][a-z0-9*?]+)*$")
-"""A name pattern: catalog-name characters (``a-z``, ``0-9``, ``-``, ``/``) and the globs
-``*`` (any run of characters) and ``?`` (one character)."""
+__all__ = ["catalog_app", "keys_app"]
 
 catalog_app = typer.Typer(
     no_args_is_help=True,
@@ -67,14 +62,12 @@ def _role(value: str) -> Role:
 
 
 def _patterns(role: Role, patterns: list[str]) -> tuple[str, ...]:
+    from llamon_agent.catalog.access import pattern_problem
+
     for pattern in patterns:
-        if not PATTERN_SYNTAX.fullmatch(pattern):
-            fail(
-                "keys add",
-                f"--pattern {pattern!r} is not a name pattern. Use lowercase names with "
-                "'*' and '?' (e.g. 'orders', 'team-*', 'acme/*').",
-                2,
-            )
+        problem = pattern_problem(pattern)
+        if problem is not None:
+            fail("keys add", f"--pattern: {problem}.", 2)
     if role == "admin" and patterns:
         fail("keys add", "an admin key sees and changes every name; leave out --pattern.", 2)
     if role != "admin" and not patterns:

@@ -7,15 +7,16 @@ while no key exists (every ``/v0`` route would refuse every request; create one 
 ``llamon catalog keys add``) or with ``--open-read`` (anyone reaching the address reads
 every name), and ``llamon: catalog serving at URL (store: ...)`` once the socket listens.
 The prober checks each active version every ``--probe-interval`` seconds (backing off on
-failures), at most ``--probe-concurrency`` at a time, each within ``--probe-timeout``;
-``--no-probe`` serves without it (health stays ``unknown``). SIGINT/SIGTERM stop it.
+failures, the wait doubling up to ``MAX_BACKOFF``), at most ``--probe-concurrency`` at a
+time, each within ``--probe-timeout``; ``--no-probe`` serves without it (health stays
+``unknown``). SIGINT/SIGTERM stop it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
 
@@ -32,7 +33,14 @@ from llamon_agent.catalog.cli_store import (
 from llamon_agent.catalog.store import CatalogStore
 from llamon_agent.cli_errors import listen_problem
 
-__all__ = ["exposure_warnings", "serve_command"]
+if TYPE_CHECKING:
+    from llamon_agent.catalog.health import HealthProber
+
+__all__ = ["MAX_BACKOFF", "exposure_warnings", "serve_command"]
+
+MAX_BACKOFF: Final = 600.0
+"""The longest wait between two probes of a failing version, in seconds (at least the
+interval)."""
 
 
 def exposure_warnings(host: str, *, keys: int, open_read: bool) -> list[str]:
@@ -66,19 +74,20 @@ async def _serve(
     import uvicorn
 
     from llamon_agent.catalog.app import create_catalog_app
+    from llamon_agent.catalog.health import HealthProber
 
-    prober: Any = None
+    sizes: dict[str, Any] = {} if max_card_bytes is None else {"max_card_bytes": max_card_bytes}
+    prober: HealthProber | None = None
     if probe is not None:
-        from llamon_agent.catalog.health import HealthProber
-
         prober = HealthProber(
             store,
             interval=probe["interval"],
             timeout=probe["timeout"],
             concurrency=int(probe["concurrency"]),
+            max_backoff=max(MAX_BACKOFF, probe["interval"]),
+            **sizes,
         )
-    limits: dict[str, Any] = {} if max_card_bytes is None else {"max_card_bytes": max_card_bytes}
-    app = create_catalog_app(store, open_read=open_read, prober=prober, **limits)
+    app = create_catalog_app(store, open_read=open_read, prober=prober, **sizes)
     server = uvicorn.Server(
         uvicorn.Config(
             app,
