@@ -4,6 +4,7 @@ each search filter, visibility globs and cursor paging, the same answers on both
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
@@ -87,17 +88,13 @@ async def test_a_version_comes_back_as_stored(catalog_store: CatalogStore) -> No
         warnings=({"rule": "no-examples", "message": "skill lookup has no examples"},),
     )
     returned = await catalog_store.add_version(stored)
-    expected = AgentVersion(**{**_fields(stored), "is_latest": True})
+    expected = dataclasses.replace(stored, is_latest=True)
     assert returned == expected
     assert await catalog_store.get_version("acme/orders", "1.2.3-beta.1+build.7") == expected
     assert await catalog_store.get_version("acme/orders", "1.2.3") is None
     assert await catalog_store.get_version("acme/other", "1.2.3-beta.1+build.7") is None
     assert await catalog_store.owner_of("acme/orders") == "acme"
     assert await catalog_store.owner_of("acme/other") is None
-
-
-def _fields(record: AgentVersion) -> dict[str, Any]:
-    return {name: getattr(record, name) for name in AgentVersion.__slots__}
 
 
 async def test_versions_of_lists_every_version_newest_first(catalog_store: CatalogStore) -> None:
