@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from typing import Any
 import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from llamon_agent.catalog.access import hash_key, new_key
@@ -142,7 +143,7 @@ async def card_server(card: dict[str, Any] | None = None) -> AsyncIterator[tuple
         if card is not None:
             served = copy.deepcopy(card)
             served["url"] = url + "/"
-            agent.routes["/.well-known/agent-card.json"] = (200, JSONResponse(served).body)
+            agent.routes["/.well-known/agent-card.json"] = (200, json.dumps(served).encode())
         try:
             yield url, agent
         finally:

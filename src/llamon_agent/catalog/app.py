@@ -202,7 +202,8 @@ class _Catalog:
             problem = "no catalog key was sent" if key is None else "the catalog key is not known"
             raise CatalogRefusal(
                 "catalog_key_required",
-                f"{problem}: send one as 'Authorization: Bearer <key>' or 'X-API-Key: <key>'",
+                f"{problem}: send it in an Authorization header as a Bearer token, or in "
+                "an X-API-Key header",
             )
         if reading and not caller.is_admin:
             return Caller(caller.role, caller.label, ("*",))
