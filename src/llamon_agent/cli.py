@@ -50,9 +50,11 @@ from llamon_agent.core.events import EventBus
 from llamon_agent.core.settings import (
     API_KEY_ENV,
     BEARER_TOKEN_ENV,
+    CATALOG_KEY_ENV,
     DATABASE_URL_ENV,
     HOME_ENV,
     StoreKind,
+    catalog_key_setting,
 )
 from llamon_agent.lab.cli import lab_app
 
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
 
     from llamon_agent.a2a.auth import AuthConfig
     from llamon_agent.a2a.push_policy import PushPolicy
+    from llamon_agent.a2a.serve import ServeOptions
 
 __all__ = ["app", "main"]
 
@@ -275,6 +278,39 @@ def serve_command(
             help="With --allow-fault-injection: allow it on an address that is not loopback.",
         ),
     ] = False,
+    publish_to: Annotated[
+        str | None,
+        typer.Option(
+            "--publish-to",
+            metavar="URL",
+            help="Publish the served card to the Agent Catalog at URL once listening (in the "
+            "background: a failure is logged, the agent keeps serving).",
+        ),
+    ] = None,
+    publish_key_env: Annotated[
+        str,
+        typer.Option(
+            "--publish-key-env",
+            metavar="VAR",
+            help="The environment variable holding the catalog key for --publish-to.",
+        ),
+    ] = CATALOG_KEY_ENV,
+    publish_name: Annotated[
+        str | None,
+        typer.Option(
+            "--publish-name",
+            metavar="NAME",
+            help="--publish-to: the catalog name (default: the card's name in lowercase "
+            "words joined by '-').",
+        ),
+    ] = None,
+    deprecate_on_shutdown: Annotated[
+        bool,
+        typer.Option(
+            "--deprecate-on-shutdown",
+            help="--publish-to: on a clean shutdown, mark the published version deprecated.",
+        ),
+    ] = False,
 ) -> None:
     """Serve an agent over A2A (JSON-RPC) until stopped."""
     import asyncio
@@ -315,6 +351,9 @@ def serve_command(
                     host, allow_fault_injection, force_fault_injection
                 ),
             )
+        options = _publishing(
+            options, publish_to, publish_key_env, publish_name, deprecate_on_shutdown
+        )
     except UserError as exc:
         _fail(str(exc), 2)
     home = _writable_home() if options.store == "sqlite" else ""
@@ -336,6 +375,36 @@ def serve_command(
         if problem is None:
             raise
         _fail(problem, 1)
+
+
+def _publishing(
+    options: ServeOptions,
+    url: str | None,
+    key_env: str,
+    name: str | None,
+    deprecate: bool,
+) -> ServeOptions:
+    """``options`` with the ``--publish-to`` settings; ``UserError`` for a URL that is not
+    http(s), a publish option without ``--publish-to``, or an empty key variable named
+    with ``--publish-key-env``."""
+    if url is None:
+        if name is not None or deprecate or key_env != CATALOG_KEY_ENV:
+            raise UserError(
+                "--publish-name, --publish-key-env and --deprecate-on-shutdown need --publish-to."
+            )
+        return options
+    if not url.startswith(("http://", "https://")):
+        raise UserError(f"--publish-to {url!r} is not an http:// or https:// URL.")
+    key = catalog_key_setting(key_env)
+    if key is None and key_env != CATALOG_KEY_ENV:
+        raise UserError(f"--publish-key-env {key_env}: that environment variable is not set.")
+    return replace(
+        options,
+        publish_to=url,
+        publish_key=key,
+        publish_name=name,
+        deprecate_on_shutdown=deprecate,
+    )
 
 
 def _fault_injection_forced(host: str, allowed: bool, forced: bool) -> bool:

@@ -18,11 +18,11 @@ import importlib.util
 import logging
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from a2a.types import AgentCard
@@ -43,6 +43,9 @@ from llamon_agent.a2a.stores import (
     reconcile_orphaned_tasks,
 )
 from llamon_agent.core.events import EventBus
+
+if TYPE_CHECKING:
+    from llamon_agent.a2a.catalog_publish import CatalogPublisher
 
 __all__ = [
     "ServeOptions",
@@ -107,6 +110,16 @@ class ServeOptions:
     Quality Lab runs); only on a loopback address unless ``force_fault_injection``."""
     force_fault_injection: bool = False
     """Allow fault injection on an address that is not loopback as well."""
+    publish_to: str | None = None
+    """An Agent Catalog's URL: once listening, the served card is published there in the
+    background (``a2a.catalog_publish``; a failure is a WARNING, serving goes on)."""
+    publish_key: str | None = field(default=None, repr=False)
+    """The key sent to ``publish_to`` (``None``: ``LLAMON_CATALOG_KEY``)."""
+    publish_name: str | None = None
+    """The catalog name to publish as (``None``: the card's name, lowercase words joined
+    by ``-``)."""
+    deprecate_on_shutdown: bool = False
+    """On a clean shutdown, mark the published version ``deprecated`` in the catalog."""
 
 
 def fault_injection_problem(host: str, *, force: bool = False) -> str | None:
@@ -245,9 +258,40 @@ def _spec_for(auth: AuthConfig | None) -> AuthSpec | None:
     return AuthSpec.api_key(auth.header)
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, running ``after_shutdown`` once a clean shutdown is done (before
+    uvicorn hands a caught SIGINT/SIGTERM back to the process)."""
+
+    def __init__(
+        self, config: uvicorn.Config, after_shutdown: Callable[[], Awaitable[None]] | None
+    ) -> None:
+        super().__init__(config)
+        self._after_shutdown = after_shutdown
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().shutdown(sockets)
+        if self._after_shutdown is not None:
+            await self._after_shutdown()
+
+
 async def _exit_on(event: asyncio.Event, server: uvicorn.Server) -> None:
     await event.wait()
     server.should_exit = True
+
+
+def _publisher(options: ServeOptions) -> CatalogPublisher | None:
+    """The publisher of ``options.publish_to``, or None."""
+    if not options.publish_to:
+        return None
+    from llamon_agent.a2a.catalog_publish import CatalogPublisher, PublishTarget
+
+    target = PublishTarget(
+        options.publish_to,
+        key=options.publish_key,
+        name=options.publish_name,
+        deprecate_on_shutdown=options.deprecate_on_shutdown,
+    )
+    return CatalogPublisher(target)
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -342,7 +386,16 @@ async def serve_agent(
         logging_setup: dict[str, Any] = {}
         if options.log_format is not None:
             logging_setup["log_config"] = serve_log_config(options.log_level, options.log_format)
-        server = uvicorn.Server(
+        publisher = _publisher(options)
+        finished = False
+
+        async def after_shutdown() -> None:
+            nonlocal finished
+            finished = True
+            if publisher is not None:
+                await publisher.finish(clean=True)
+
+        server = _Server(
             uvicorn.Config(
                 app,
                 log_level=options.log_level,
@@ -350,17 +403,22 @@ async def serve_agent(
                 lifespan="on",
                 timeout_graceful_shutdown=5,
                 **logging_setup,
-            )
+            ),
+            after_shutdown,
         )
         if shutdown is not None:
             watcher = asyncio.create_task(_exit_on(shutdown, server))
         if on_ready is not None:
             on_ready(url)
+        if publisher is not None:
+            publisher.start(card)
         try:
             await server.serve(sockets=[sock])
         finally:
             if shutdown is not None:
                 watcher.cancel()
+            if publisher is not None and not finished:
+                await publisher.finish(clean=False)
     finally:
         sock.close()
         await exits.aclose()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
@@ -72,6 +73,7 @@ from llamon_agent.core.telemetry import inject_trace_headers
 from llamon_agent.exceptions import LlamonError
 
 if TYPE_CHECKING:
+    from llamon_agent.client.catalog import CatalogClient
     from llamon_agent.client.push import PushReceiver
     from llamon_agent.client.stream import StreamEvent
 
@@ -165,7 +167,14 @@ def _message(
 
 class AgentClient:
     """A client for one agent: ``url_or_card`` is its base URL (the card is fetched from
-    the well-known path and cached) or its ``AgentCard`` (calls then go to ``card.url``).
+    the well-known path and cached), its ``AgentCard`` (calls then go to ``card.url``), or
+    ``"catalog://NAME[@RANGE]"`` (``catalog://orders@^2``, ``catalog://acme/orders@~1.2``;
+    no range: the latest version): the card is resolved through ``catalog`` (a
+    ``CatalogClient``; default ``CatalogClient()`` from ``LLAMON_CATALOG_URL`` /
+    ``LLAMON_CATALOG_KEY``), calls go to its ``url``, and the resolution is redone once
+    ``card_ttl`` seconds have passed. A malformed ``catalog://`` URL raises
+    ``ConfigValidationError`` here; a failed resolution raises the ``Registry*``
+    exceptions (see ``CatalogClient.resolve``) before anything is sent to the agent.
 
     ``auth`` is an ``ApiKey`` or ``Bearer`` credential, applied as the card's security
     schemes say; ``timeout`` bounds each HTTP request in seconds; ``httpx_client`` lends
@@ -187,10 +196,23 @@ class AgentClient:
         card_ttl: float = DEFAULT_CARD_TTL,
         retry: RetryPolicy = DEFAULT_RETRY,
         clock: RetryClock = SYSTEM_CLOCK,
+        catalog: CatalogClient | None = None,
     ) -> None:
+        self._catalog_ref: tuple[str, str] | None = None
+        self._catalog = catalog
+        self._owns_catalog = False
+        self._resolved: tuple[AgentCard, float] | None = None
         if isinstance(url_or_card, AgentCard):
             self._card: AgentCard | None = url_or_card
             self._url = url_or_card.url
+        elif url_or_card.startswith("catalog:"):
+            from llamon_agent.client.catalog import CatalogClient, parse_catalog_url
+
+            self._catalog_ref = parse_catalog_url(url_or_card)
+            self._card = None
+            self._url = ""
+            if catalog is None:
+                self._catalog, self._owns_catalog = CatalogClient(), True
         else:
             self._card = None
             self._url = url_or_card
@@ -215,15 +237,34 @@ class AgentClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the pooled HTTP client (unless it was lent through ``httpx_client``)."""
+        """Close the pooled HTTP client (unless it was lent through ``httpx_client``) and
+        the ``CatalogClient`` made for a ``catalog://`` URL (not one you passed)."""
         if self._owns_http:
             await self._http.aclose()
+        if self._owns_catalog and self._catalog is not None:
+            await self._catalog.aclose()
 
     async def card(self) -> AgentCard:
-        """The called agent's card (fetched once, then from the cache while fresh)."""
+        """The called agent's card (fetched once, then from the cache while fresh; for a
+        ``catalog://`` URL, resolved through the catalog, again after ``card_ttl``)."""
         if self._card is not None:
             return self._card
+        if self._catalog_ref is not None:
+            return await self._catalog_card(self._catalog_ref)
         return await fetch_card(self._http, self._url, ttl=self._card_ttl)
+
+    async def _catalog_card(self, ref: tuple[str, str]) -> AgentCard:
+        """The card the catalog resolves ``ref`` (name, range) to, kept ``card_ttl`` s."""
+        now = time.monotonic()
+        if self._resolved is not None and self._resolved[1] > now:
+            return self._resolved[0]
+        assert self._catalog is not None  # noqa: S101 - set with the reference
+        card = await self._catalog.resolve(*ref)
+        self._resolved = (card, now + self._card_ttl)
+        self._url = card.url
+        if self._transport is not None:
+            self._transport.url = card.url
+        return card
 
     async def _prepared(self) -> tuple[AgentCard, JsonRpcTransport, ClientCallContext]:
         card = await self.card()
@@ -522,6 +563,8 @@ class AgentClient:
         this agent takes the answer's place (``client.faults``)."""
 
         kinds = CALL_FAULTS if operation in _ANSWERED_WITH_A_TASK else _UNAVAILABLE_ONLY
+        if self._catalog_ref is not None:
+            await self.card()  # a failed resolution raises here, as the catalog answered
 
         async def attempt() -> tuple[AgentCard, T]:
             card, transport, context = await self._prepared()
