@@ -20,6 +20,7 @@ from llamon_agent.catalog.cli_serve import exposure_warnings
 from llamon_agent.catalog.records import AgentVersion, CatalogKey, Health
 from llamon_agent.catalog.store import CatalogStore, open_catalog_store
 from llamon_agent.cli import app
+from tests._support.catalog_app import agent_card, served_catalog
 from tests._support.serve import llamon_cli
 
 T = TypeVar("T")
@@ -393,3 +394,53 @@ def test_serve_warns_on_an_address_that_is_not_loopback_without_any_key() -> Non
     assert exposure_warnings(everywhere, keys=1, open_read=False) == []
     assert exposure_warnings("127.0.0.1", keys=0, open_read=True) == []
     assert exposure_warnings("localhost", keys=0, open_read=False) == []
+
+
+# publish ---------------------------------------------------------------------------------
+
+
+@pytest.mark.reason("invalid_card")
+async def test_publish_of_a_card_refused_by_lint_prints_each_finding(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    card = agent_card()
+    card["description"] = " "
+    path = tmp_path / "card.json"
+    path.write_text(json.dumps(card))
+    async with served_catalog(tmp_path) as catalog:
+        monkeypatch.setenv("TEST_PUBLISH_KEY", catalog.keys["orders-team"])
+        publish = ("catalog", "publish", "--url", catalog.url, "--key-env", "TEST_PUBLISH_KEY")
+        code, out, err = await llamon_cli(*publish, "--card", str(path))
+        assert (code, out) == (1, "")
+        lines = err.splitlines()
+        assert lines[0].startswith("llamon catalog publish: INVALID_INPUT/invalid_card: ")
+        assert lines[1:] == [
+            "  error: description_empty at description: description is blank",
+            "  warning: auth_not_declared at securitySchemes: no security schemes declared; "
+            "clients cannot tell how to authenticate",
+        ]
+        card["description"] = "Looks up orders by number and reports their shipping state."
+        path.write_text(json.dumps(card))
+        code, out, err = await llamon_cli(*publish, "--card", str(path))
+        assert (code, out) == (0, "orders@1.0.0 (initial)\n")
+
+
+async def test_publish_without_the_key_variable_or_with_two_sources_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NO_SUCH_KEY_VARIABLE", raising=False)
+    base = ("catalog", "publish", "--url", "http://127.0.0.1:9/")
+    code, out, err = await llamon_cli(
+        *base, "--card", "x.json", "--key-env", "NO_SUCH_KEY_VARIABLE"
+    )
+    assert (code, out, err) == (
+        2,
+        "",
+        "llamon catalog publish: --key-env NO_SUCH_KEY_VARIABLE: the variable is not set "
+        "(a publisher key).\n",
+    )
+    code, out, err = await llamon_cli(*base, "--card", "x.json", "--agent-url", "http://a/")
+    assert (code, err) == (
+        2,
+        "llamon catalog publish: give exactly one of --card FILE or --agent-url URL.\n",
+    )

@@ -114,7 +114,8 @@ def keys_add_command(
     others = asyncio.run(add())
     shown = ", ".join(patterns) if patterns else "every name"
     typer.echo(
-        f"llamon catalog keys add: added a {checked} key labelled {label!r} ({shown}). "
+        f"llamon catalog keys add: added {'an' if checked == 'admin' else 'a'} {checked} key "
+        f"labelled {label!r} ({shown}). "
         "It is shown once, below; only its hash is stored.",
         err=True,
     )

@@ -53,7 +53,7 @@ def store_description(database_url: str | None, home: Path | None) -> str:
     ``PostgreSQL`` (never the URL, which may hold a password and names the host)."""
     if database_url and not database_url.startswith("sqlite"):
         return "PostgreSQL"
-    return f"SQLite {(home or llamon_home()) / SQLITE_FILENAME}"
+    return f"SQLite {((home or llamon_home()) / SQLITE_FILENAME).absolute()}"
 
 
 def _problem(exc: BaseException, database_url: str | None, home: Path | None) -> str:
