@@ -47,7 +47,7 @@ CATALOG_SQLITE_SCHEMA_VERSION: Final = sql.CATALOG_SCHEMA_VERSION
 CATALOG_SQLITE_FILE: Final = "catalog.db"
 
 
-def catalog_path(database_url: str | None, home: Path | None) -> Path:
+def _catalog_path(database_url: str | None, home: Path | None) -> Path:
     """The file a ``sqlite:///path`` URL names, or ``catalog.db`` under ``home``."""
     if database_url is None or database_url in ("sqlite:", "sqlite://", "sqlite:///"):
         directory = llamon_home() if home is None else home
@@ -85,7 +85,7 @@ async def open_sqlite_catalog(
     """The catalog store in ``catalog.db`` under ``home`` (or the file of a
     ``sqlite:///path`` URL). ``ValueError`` for a file written by a newer llamon or a URL
     that names no file; ``sqlite3.Error`` naming the file if it is not a database."""
-    path = catalog_path(database_url, home)
+    path = _catalog_path(database_url, home)
     return SQLiteCatalogStore(await SQLiteDatabase.open(path, prepare=_prepare))
 
 
