@@ -3,6 +3,7 @@ next request still answered after each."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import time
@@ -532,3 +533,17 @@ def test_the_card_url_of_a_card_is_its_hosts_well_known_path() -> None:
 def test_a_request_parses_to_the_wire_model() -> None:
     request = parse_publish_request({"url": "http://127.0.0.1:1/", "name": "orders"})
     assert (request.url, request.name, request.card) == ("http://127.0.0.1:1/", "orders", None)
+
+
+async def test_of_two_publishers_racing_for_a_new_name_exactly_one_gets_it(
+    catalog: Catalog,
+) -> None:
+    first, second = await asyncio.gather(
+        catalog.publish(agent_card(), label="orders-team"),
+        catalog.publish(agent_card(), label="rival-team"),
+    )
+    assert sorted([first.status_code, second.status_code]) == [201, 403]
+    loser = first if first.status_code == 403 else second
+    assert error_of(loser)["errorMessage"] == "'orders' is owned by another publisher"
+    versions = await catalog.store.versions_of("orders")
+    assert len(versions) == 1

@@ -14,9 +14,11 @@ the service answers with its status, see ``catalog.errors``):
 3. The card's ``version`` must be SemVer (``invalid_version``); then the rules of
    ``llamon card lint``: any error refuses the card (``invalid_card``, the findings in
    ``findings``), warnings are stored with the version.
-4. The name (``name``, else the slug of the card's name) must be a catalog name
-   (``invalid_agent_name``), and the key must own it: a publisher whose patterns match it
-   and that published it first, or an admin (``name_not_owned``).
+4. The name (``name``, checked before anything is fetched; else the slug of the card's
+   name) must be a catalog name (``invalid_agent_name``), and the key must own it: a
+   publisher whose patterns match it and that published it first, or an admin
+   (``name_not_owned``; a caller key is refused before anything else). Of two publishers
+   racing for a new name, exactly one gets it.
 5. The version number is new: the identical card published again as the same version is
    answered ``created=False``; a different card (or a deleted version's number) is
    ``version_exists``.
