@@ -11,8 +11,14 @@ import pytest
 from a2a.types import AgentCard
 from starlette.responses import PlainTextResponse
 
-from llamon_agent.client import CatalogClient, CatalogEntry, PublishResult, SearchPage
-from llamon_agent.client.auth import ApiKey
+from llamon_agent.client import (
+    AgentClient,
+    CatalogClient,
+    CatalogEntry,
+    PublishResult,
+    SearchPage,
+)
+from llamon_agent.client.auth import ApiKey, Bearer
 from llamon_agent.client.catalog import parse_catalog_url
 from llamon_agent.client.catalog_errors import CatalogRequestError
 from llamon_agent.core.classify import classify_exception
@@ -80,6 +86,7 @@ async def test_a_range_with_only_deprecated_matches_resolves_to_the_highest_of_t
     assert (entry.version, entry.status) == ("2.3.0", "deprecated")
 
 
+@pytest.mark.reason("version_not_found")
 async def test_a_deleted_version_is_never_resolved(client: CatalogClient) -> None:
     with pytest.raises(RegistryNotFoundError) as raised:
         await client.resolve_entry("orders", "^3")
@@ -158,6 +165,7 @@ async def test_an_unknown_agent_raises_registry_not_found(client: CatalogClient)
     error = raised.value
     assert (error.error_reason, error.http_status) == ("agent_not_found", 404)
     assert str(error) == "agent 'ghost' (^1): no agent 'ghost'"
+    assert error.to_dict()["registry_reason"] == "agent_not_found"
     found = classify_exception(error)
     assert (found.code, found.reason) == (ErrorCode.NOT_FOUND, "registry_not_found_error")
     assert (await client.resolve_entry("orders", "^1")).version == "1.4.0"
@@ -459,3 +467,31 @@ def test_a_malformed_catalog_url_is_a_config_error_naming_it(url: str, message: 
     with pytest.raises(ConfigValidationError) as raised:
         parse_catalog_url(url)
     assert str(raised.value).startswith(message)
+
+
+async def test_a_bearer_with_a_refresh_callback_is_refreshed_once_after_a_401(
+    url: str, fake: FakeCatalog, tmp_path: Path
+) -> None:
+    async def fresh_key() -> str:
+        return KEY
+
+    bearer = Bearer("lcat_" + "x" * 43, refresh=fresh_key)
+    async with CatalogClient(url, auth=bearer, cache_dir=tmp_path) as catalog:
+        assert (await catalog.resolve_entry("orders", "^1")).version == "1.4.0"
+    assert [seen.headers["authorization"] for seen in fake.seen] == [
+        "Bearer lcat_" + "x" * 43,
+        f"Bearer {KEY}",
+    ]
+
+
+async def test_an_agent_client_of_a_catalog_url_uses_the_catalog_of_the_environment(
+    url: str, fake: FakeCatalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LLAMON_CATALOG_URL", url)
+    monkeypatch.setenv("LLAMON_CATALOG_KEY", KEY)
+    monkeypatch.setenv("LLAMON_HOME", str(tmp_path))
+    async with AgentClient("catalog://orders@^1") as agent:
+        card = await agent.card()
+        assert (card.version, card.url) == ("1.4.0", "http://127.0.0.1:1/")
+        await agent.card()  # kept for card_ttl: not asked again
+    assert [seen.path for seen in fake.seen] == ["/v0/agents/orders/versions"]

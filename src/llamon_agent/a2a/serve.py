@@ -321,6 +321,10 @@ async def serve_agent(
 ) -> None:
     """Serve ``agent`` until the process is stopped (SIGINT/SIGTERM) or ``shutdown`` is set.
 
+    With ``options.publish_to``, the served card is published to that Agent Catalog in the
+    background once the socket listens, and (``deprecate_on_shutdown``) marked deprecated
+    after a clean shutdown; see ``llamon_agent.a2a.catalog_publish``.
+
     ``on_ready(url)`` is called once the socket listens (``port=0`` picks a free port).
     ``sock``: a socket from ``bind_socket`` to serve on instead of ``options.host/port``
     (closed when serving ends). ``ValueError`` before anything listens when a console
