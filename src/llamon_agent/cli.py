@@ -8,6 +8,8 @@
 * ``llamon card lint URL|FILE`` checks an agent card against the card-writing rules.
 * ``llamon failures`` lists failed tasks' failures (``--by reason`` counts them), ``llamon
   tasks`` the newest tasks and ``llamon task ID`` one task, from the store ``serve`` writes.
+* ``llamon catalog serve|keys|list|publish`` runs the Agent Catalog, manages its keys,
+  shows its governance view and publishes cards to it (docs/catalog.md).
 * ``llamon errors`` prints the error model: the eight error codes, the exception mapping
   table (with your rows when ``--import`` names your module), the JSON-RPC code table and
   the reason catalog; ``--json`` prints it as one JSON document.
@@ -39,6 +41,7 @@ from llamon_agent.a2a.stores.failures_cli import (
     tasks_command,
 )
 from llamon_agent.a2a.stores.triage_cli import triage_command
+from llamon_agent.catalog.cli import catalog_app
 from llamon_agent.cli_errors import UserError, listen_problem, store_problem
 from llamon_agent.core.catalog import reason_catalog
 from llamon_agent.core.classify import registered_rules
@@ -74,6 +77,11 @@ app = typer.Typer(
 
 app.add_typer(card_app, name="card", help="Build and check agent cards.")
 app.add_typer(lab_app, name="lab", help="Quality Lab: check, run and learn case files.")
+app.add_typer(
+    catalog_app,
+    name="catalog",
+    help="Agent Catalog: serve it, manage its keys, list and publish agents.",
+)
 app.command("failures")(failures_command)
 app.command("tasks")(tasks_command)
 app.command("task")(task_command)
