@@ -263,7 +263,7 @@ async def test_a_corrupt_cache_file_is_ignored_and_logged_once(
                 await fresh.resolve_entry("orders", "^2")
         assert (await fresh.resolve_entry("orders", "^2")).version == "2.1.0"
     assert _warnings(caplog) == [
-        f"catalog cache: ignored the unreadable file {file.name} (not a cache file)"
+        "catalog cache: ignored the unreadable cached resolution of orders@^2 (not a cache file)"
     ]
 
 
@@ -281,7 +281,7 @@ async def test_a_cache_file_holding_no_entry_is_ignored(
         with pytest.raises(RegistryUnavailableError):
             await fresh.resolve_entry("orders", "^2")
     assert _warnings(caplog) == [
-        f"catalog cache: ignored the unreadable file {file.name} (not a catalog entry)"
+        "catalog cache: ignored the unreadable cached resolution of orders@^2 (not a catalog entry)"
     ]
 
 

@@ -364,7 +364,7 @@ class CatalogClient:
     ) -> CatalogEntry:
         if self.cache_max_age <= 0:
             raise error
-        kept = self._cache.get(key)
+        kept = self._cache.get(key, label=f"{name}@{text}")
         if kept is None:
             raise error
         age = max(0.0, self._clock() - kept.stored_at)

@@ -81,12 +81,16 @@ class ResolutionCache:
                 exc.strerror or type(exc).__name__,
             )
 
-    def get(self, key: str) -> CachedResolution | None:
-        """The newest resolution kept for ``key`` (memory or disk), or None."""
-        found = [kept for kept in (self._memory.get(key), self._read(key)) if kept is not None]
+    def get(self, key: str, *, label: str = "") -> CachedResolution | None:
+        """The newest resolution kept for ``key`` (memory or disk), or None. A file that
+        cannot be read is logged once, as the cached resolution of ``label``
+        (``name@range``; the file's name is a hash and tells an operator nothing)."""
+        found = [
+            kept for kept in (self._memory.get(key), self._read(key, label)) if kept is not None
+        ]
         return max(found, key=lambda kept: kept.stored_at) if found else None
 
-    def _read(self, key: str) -> CachedResolution | None:
+    def _read(self, key: str, label: str) -> CachedResolution | None:
         if self.directory is None:
             return None
         path = self.directory / f"{key}.json"
@@ -95,7 +99,7 @@ class ResolutionCache:
         except FileNotFoundError:
             return None
         except (OSError, UnicodeDecodeError) as exc:
-            self._report(path, type(exc).__name__)
+            self._report(path, label, type(exc).__name__)
             return None
         try:
             body = json.loads(text)
@@ -104,18 +108,22 @@ class ResolutionCache:
             stored_at = float(body["storedAt"])
             entry = CatalogEntry.model_validate(body["entry"])
         except ValidationError:
-            self._report(path, "not a catalog entry")
+            self._report(path, label, "not a catalog entry")
             return None
         except (ValueError, TypeError, KeyError, AttributeError):
-            self._report(path, "not a cache file")
+            self._report(path, label, "not a cache file")
             return None
         return CachedResolution(entry, stored_at)
 
-    def _report(self, path: Path, why: str) -> None:
+    def _report(self, path: Path, label: str, why: str) -> None:
         if path.name in self._reported:
             return
         self._reported.add(path.name)
-        logger.warning("catalog cache: ignored the unreadable file %s (%s)", path.name, why)
+        logger.warning(
+            "catalog cache: ignored the unreadable cached resolution of %s (%s)",
+            label or "an agent",
+            why,
+        )
 
 
 def _write(path: Path, text: str) -> None:
