@@ -21,9 +21,10 @@ What the caller sees:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
+
+from llamon_agent.client.catalog_wire import NAME_PATTERN
 
 __all__ = [
     "HEALTH_STATES",
@@ -52,9 +53,6 @@ Role = Literal["publisher", "caller", "admin"]
 ROLES: Final[tuple[Role, ...]] = ("publisher", "caller", "admin")
 
 ChangeKind = Literal["initial", "patch", "minor", "major"]
-
-NAME_PATTERN: Final = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*(?:/[a-z0-9]+(?:-[a-z0-9]+)*)?$")
-"""A catalog name: lowercase words joined by ``-``, optionally ``namespace/name``."""
 
 
 @dataclass(frozen=True, slots=True)

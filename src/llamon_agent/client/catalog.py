@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -52,6 +51,7 @@ from llamon_agent.client.catalog_errors import (
     catalog_error_from_response,
 )
 from llamon_agent.client.catalog_wire import (
+    NAME_PATTERN,
     CatalogEntry,
     PublishRequest,
     PublishResult,
@@ -96,7 +96,6 @@ DEFAULT_CACHE_MAX_AGE: Final = 86_400.0
 CATALOG_SCHEME: Final = "catalog://"
 """``AgentClient("catalog://orders@^2")``: an agent found through the catalog."""
 
-_NAME: Final = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*(?:/[a-z0-9]+(?:-[a-z0-9]+)*)?$")
 """A catalog name: lowercase words joined by ``-``, optionally ``namespace/name``."""
 _STATUSES: Final = ("active", "deprecated", "deleted")
 
@@ -106,10 +105,10 @@ _Wanted = Literal["latest"] | Version | VersionRange
 
 def _check_name(name: str, *, where: str = "") -> None:
     """``CatalogRequestError`` (``invalid_agent_name``) unless ``name`` is a catalog name."""
-    if isinstance(name, str) and _NAME.match(name):
+    if isinstance(name, str) and NAME_PATTERN.match(name):
         return
     hint = ""
-    if isinstance(name, str) and _NAME.match(name.lower()):
+    if isinstance(name, str) and NAME_PATTERN.match(name.lower()):
         hint = f"; use {name.lower()!r}"
     raise CatalogRequestError(
         f"{where}{name!r} is not an agent name of the catalog: lowercase words joined by '-', "

@@ -27,14 +27,16 @@ it does not know, so an older client reads a newer catalog):
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from a2a.types import AgentCard
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 __all__ = [
+    "NAME_PATTERN",
     "CatalogEntry",
     "CatalogHealth",
     "LintFinding",
@@ -45,6 +47,9 @@ __all__ = [
     "StatusChange",
     "VersionList",
 ]
+
+NAME_PATTERN: Final = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*(?:/[a-z0-9]+(?:-[a-z0-9]+)*)?$")
+"""A catalog name: lowercase words joined by ``-``, optionally ``namespace/name``."""
 
 
 class _Wire(BaseModel):

@@ -86,7 +86,7 @@ def test_an_unknown_reason_is_exit_2_naming_the_option_with_close_matches() -> N
     assert (result.exit_code, result.stdout) == (2, "")
     assert result.stderr == (
         "llamon triage: --reason 'auth_faild' is not a known reason; close matches:"
-        " auth_failed, cleanup_failed, scrub_failed (`llamon errors` lists them).\n"
+        " auth_failed, cleanup_failed, card_fetch_failed (`llamon errors` lists them).\n"
     )
     nothing = llamon("triage", "--reason", "zzz")
     assert (nothing.exit_code, nothing.stderr) == (
