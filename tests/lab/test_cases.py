@@ -250,7 +250,8 @@ def test_an_unknown_reason_is_named_with_close_matches(tmp_path: Path) -> None:
     assert [(p.field, p.message) for p in _problems(path)] == [
         (
             "assertions.allowed_failure_reasons[0]",
-            "unknown reason 'auth_fail'; did you mean 'auth_failed' or 'card_fetch_failed' or 'cleanup_failed'?",
+            "unknown reason 'auth_fail'; did you mean 'auth_failed' or 'card_fetch_failed'"
+            " or 'cleanup_failed'?",
         ),
         ("assertions.allowed_failure_reasons[2]", "unknown reason 'zzzz'"),
     ]
