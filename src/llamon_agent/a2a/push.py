@@ -26,7 +26,6 @@ task and the reason, never the URL, its host, credentials or the token.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from a2a.utils.errors import ServerError
 from llamon_agent.a2a.protocol import protocol_error
 from llamon_agent.a2a.push_policy import PushPolicy, PushUrlRefused
 from llamon_agent.core.codes import ErrorCode
+from llamon_agent.core.logs import withhold_http_library_lines
 
 __all__ = ["BackgroundPushSender", "PolicyCheckedConfigStore", "PushStats", "push_url_refusal"]
 
@@ -47,29 +47,6 @@ logger = logging.getLogger("llamon_agent.a2a.push")
 
 TOKEN_HEADER: Final = "X-A2A-Notification-Token"  # noqa: S105 - a header name
 _RETRY_STATUSES: Final = frozenset({408, 425, 429})
-_DELIVERING: Final = contextvars.ContextVar("llamon_push_delivering", default=False)
-_LIBRARY_LOGGERS: Final = (
-    "httpx",
-    "httpcore.connection",
-    "httpcore.http11",
-    "httpcore.http2",
-    "httpcore.proxy",
-)
-
-
-class _DeliveryLinesFilter(logging.Filter):
-    """Drops httpx's and httpcore's lines about a webhook POST: they name its URL/host."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not _DELIVERING.get()
-
-
-def _quiet_library_lines() -> None:
-    """Install ``_DeliveryLinesFilter`` on the HTTP libraries' loggers (once)."""
-    for name in _LIBRARY_LOGGERS:
-        library = logging.getLogger(name)
-        if not any(isinstance(f, _DeliveryLinesFilter) for f in library.filters):
-            library.addFilter(_DeliveryLinesFilter())
 
 
 @dataclass
@@ -134,7 +111,6 @@ class BackgroundPushSender(PushNotificationSender):
         self._pending = 0
         self._closed = False
         self.stats = PushStats()
-        _quiet_library_lines()
 
     @property
     def policy(self) -> PushPolicy:
@@ -177,7 +153,7 @@ class BackgroundPushSender(PushNotificationSender):
 
     async def _work(self, task_id: str, queue: deque[dict[str, Any]]) -> None:
         """POST ``task_id``'s queued notifications in order until its queue is empty."""
-        _DELIVERING.set(True)  # this worker's own context: its HTTP lines are not logged
+        withhold_http_library_lines()  # this task's own context: its HTTP lines name the address
         try:
             while queue:
                 payload = queue.popleft()

@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import json
 import logging
 import random
@@ -74,6 +73,7 @@ from llamon_agent.catalog.store import CatalogStore
 from llamon_agent.core.catalog import reason_spec
 from llamon_agent.core.classify import classify_exception
 from llamon_agent.core.codes import ErrorCode
+from llamon_agent.core.logs import withhold_http_library_lines
 
 __all__ = [
     "CARD_PATHS",
@@ -96,30 +96,6 @@ STOP_BOUND: Final = 5.0
 """``stop()`` waits at most this long for cancelled probes to end."""
 
 Sleep = Callable[[float], Awaitable[object]]
-
-_PROBING: Final = contextvars.ContextVar("llamon_catalog_probing", default=False)
-_LIBRARY_LOGGERS: Final = (
-    "httpx",
-    "httpcore.connection",
-    "httpcore.http11",
-    "httpcore.http2",
-    "httpcore.proxy",
-)
-
-
-class _ProbeLinesFilter(logging.Filter):
-    """Drops httpx's and httpcore's lines about a probe: they name the agent's address."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not _PROBING.get()
-
-
-def _quiet_library_lines() -> None:
-    """Install ``_ProbeLinesFilter`` on the HTTP libraries' loggers (once)."""
-    for name in _LIBRARY_LOGGERS:
-        library = logging.getLogger(name)
-        if not any(isinstance(f, _ProbeLinesFilter) for f in library.filters):
-            library.addFilter(_ProbeLinesFilter())
 
 
 def healthy_delay(interval: float, rng: Callable[[], float]) -> float:
@@ -230,7 +206,6 @@ class HealthProber:
         self._loop_task: asyncio.Task[None] | None = None
         self._inflight: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
-        _quiet_library_lines()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -301,7 +276,7 @@ class HealthProber:
     async def _probe(self, version: AgentVersion) -> Health:
         """What one probe of ``version`` finds (never raises but for cancellation)."""
         before = version.health
-        _PROBING.set(True)  # this task's own context: httpx's lines about it are dropped
+        withhold_http_library_lines()  # this task's own context: its HTTP lines name the address
         try:
             async with asyncio.timeout(self._timeout):
                 await self._check(version)

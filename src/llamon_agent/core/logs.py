@@ -24,6 +24,7 @@ incident id as keys.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import traceback
@@ -44,6 +45,7 @@ __all__ = [
     "failure_log_fields",
     "install_log_scrubbing",
     "log_scrubbing_installed",
+    "withhold_http_library_lines",
 ]
 
 SCRUBBED_LOGGERS: Final = ("",)
@@ -60,6 +62,34 @@ _SCRUB_FAILED: Final = "[REDACTED:log_scrub_failed]"
 _KEPT_TYPES: Final = (int, float, bool, type(None))
 """Argument types kept as they are (``%d`` needs a number; a formatter may need the int)."""
 _installed = False
+
+_HTTP_LIBRARY_LOGGERS: Final = (
+    "httpx",
+    "httpcore.connection",
+    "httpcore.http11",
+    "httpcore.http2",
+    "httpcore.proxy",
+)
+_WITHHELD: Final = contextvars.ContextVar("llamon_http_lines_withheld", default=False)
+
+
+class _WithheldHttpLines(logging.Filter):
+    """Drops httpx's and httpcore's lines in a context that asked for it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not _WITHHELD.get()
+
+
+def withhold_http_library_lines() -> None:
+    """Drop httpx's and httpcore's log lines from here on in the current context (an
+    ``asyncio`` task's own context: a webhook delivery, a health probe). Their lines name
+    the URL and host of each request, a backend address the logs must not carry; the
+    caller logs what happened in its own words. Other tasks' lines are untouched."""
+    for name in _HTTP_LIBRARY_LOGGERS:
+        library = logging.getLogger(name)
+        if not any(isinstance(f, _WithheldHttpLines) for f in library.filters):
+            library.addFilter(_WithheldHttpLines())
+    _WITHHELD.set(True)
 
 
 class _ScrubbedArg:

@@ -224,12 +224,10 @@ def scrub_logs_enabled() -> bool:
     return os.environ.get(SCRUB_LOGS_ENV, "1").strip() != "0"
 
 
-def idempotency_window_setting() -> float | None:
-    """``$LLAMON_IDEMPOTENCY_WINDOW`` in seconds, or None when unset or empty.
-
-    Raises ``ValueError`` naming the variable when it is not a finite number >= 0.
-    """
-    value = os.environ.get(IDEMPOTENCY_WINDOW_ENV, "").strip()
+def _seconds_setting(name: str) -> float | None:
+    """``$name`` as a finite number of seconds >= 0, or None when unset or empty;
+    ``ValueError`` naming the variable otherwise."""
+    value = os.environ.get(name, "").strip()
     if not value:
         return None
     try:
@@ -237,10 +235,16 @@ def idempotency_window_setting() -> float | None:
     except ValueError:
         seconds = -1.0
     if not 0 <= seconds < float("inf"):
-        raise ValueError(
-            f"{IDEMPOTENCY_WINDOW_ENV} must be a number of seconds >= 0, got {value!r}"
-        )
+        raise ValueError(f"{name} must be a number of seconds >= 0, got {value!r}")
     return seconds
+
+
+def idempotency_window_setting() -> float | None:
+    """``$LLAMON_IDEMPOTENCY_WINDOW`` in seconds, or None when unset or empty.
+
+    Raises ``ValueError`` naming the variable when it is not a finite number >= 0.
+    """
+    return _seconds_setting(IDEMPOTENCY_WINDOW_ENV)
 
 
 def failures_max_age_setting() -> float | None:
@@ -324,15 +328,4 @@ def catalog_cache_max_age_setting() -> float | None:
 
     Raises ``ValueError`` naming the variable when it is not a finite number >= 0.
     """
-    value = os.environ.get(CATALOG_CACHE_MAX_AGE_ENV, "").strip()
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds < float("inf"):
-        raise ValueError(
-            f"{CATALOG_CACHE_MAX_AGE_ENV} must be a number of seconds >= 0, got {value!r}"
-        )
-    return seconds
+    return _seconds_setting(CATALOG_CACHE_MAX_AGE_ENV)
