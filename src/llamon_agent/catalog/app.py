@@ -40,6 +40,7 @@ from contextlib import asynccontextmanager
 from typing import Final, Protocol
 
 import httpx
+from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
@@ -97,6 +98,13 @@ _STATUS_FILTERS: Final[Mapping[str, tuple[Status, ...]]] = {
     "any": ("active", "deprecated"),
 }
 _STATUS_BODY_FIELDS: Final = ("status",)
+
+
+def _json(body: BaseModel, *, status_code: int = 200) -> Response:
+    """``body`` as JSON (camelCase), serialized by pydantic straight to bytes."""
+    return Response(
+        body.model_dump_json(by_alias=True), status_code=status_code, media_type="application/json"
+    )
 
 
 class HealthProber(Protocol):
@@ -275,7 +283,7 @@ class _Catalog:
             agents=[entry_for(row) for row in page.rows],
             metadata=SearchMetadata(next_cursor=page.next_cursor, count=len(page.rows)),
         )
-        return JSONResponse(body.to_wire())
+        return _json(body)
 
     async def versions(self, request: Request) -> Response:
         caller = await self.caller(request)
@@ -295,7 +303,7 @@ class _Catalog:
                     "version_not_found", f"{name!r} has no version in the range {wanted.text!r}"
                 )
         body = VersionList(name=name, versions=[entry_for(item) for item in versions])
-        return JSONResponse(body.to_wire())
+        return _json(body)
 
     async def version(self, request: Request) -> Response:
         caller = await self.caller(request)
@@ -314,7 +322,7 @@ class _Catalog:
             found = _find(versions, wanted)
             if found is None:
                 raise CatalogRefusal("version_not_found", f"{name!r} has no version {text}")
-        return JSONResponse(entry_for(found).to_wire())
+        return _json(entry_for(found))
 
     async def publish(self, request: Request) -> Response:
         caller = await self.caller(request)
@@ -333,7 +341,7 @@ class _Catalog:
         result = PublishResult(
             entry=entry, change=stored.change, warnings=entry.warnings, created=outcome.created
         )
-        return JSONResponse(result.to_wire(), status_code=201 if outcome.created else 200)
+        return _json(result, status_code=201 if outcome.created else 200)
 
     async def set_status(self, request: Request) -> Response:
         caller = await self.caller(request)
@@ -351,7 +359,7 @@ class _Catalog:
         if found is None:
             raise CatalogRefusal("version_not_found", f"{name!r} has no version {text}")
         if found.status == status:
-            return JSONResponse(entry_for(found).to_wire())
+            return _json(entry_for(found))
         if found.status == "deleted":
             raise CatalogRefusal(
                 "invalid_status_change",
@@ -361,7 +369,7 @@ class _Catalog:
         changed = await self.store.set_status(name, found.version, status)
         if changed is None:  # deleted from the database meanwhile
             raise CatalogRefusal("version_not_found", f"{name!r} has no version {text}")
-        return JSONResponse(entry_for(changed).to_wire())
+        return _json(entry_for(changed))
 
 
 def _parse_version(text: str) -> Version:
