@@ -153,7 +153,8 @@ def report(turns: list[dict[str, Any]], rounds: int) -> None:
               f"{agg[n] / agg[1]:.2f}; server CPU per request x{cpu[n] / cpu[1]:.2f}")  # fmt: skip
 
 
-async def main(args: argparse.Namespace) -> int:
+async def measure(args: argparse.Namespace) -> tuple[list[dict[str, Any]], int]:
+    """Every measured turn, and the number of rounds."""
     rounds = 2 if args.quick else args.rounds
     requests = 300 if args.quick else args.requests
     warmup = 100 if args.quick else 500
@@ -177,6 +178,11 @@ async def main(args: argparse.Namespace) -> int:
                 print(f"round {r} N={n}: {result['rps']:.0f} req/s, "
                       f"srv {result['server_cpu_us_per_req']:.0f} us/req, "
                       f"{result['errors']} errors", flush=True)  # fmt: skip
+    return turns, rounds
+
+
+def main(args: argparse.Namespace) -> int:
+    turns, rounds = asyncio.run(measure(args))
     report(turns, rounds)
     if args.json:
         Path(args.json).write_text(json.dumps(turns, indent=1))
@@ -198,4 +204,4 @@ def parse_args() -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main(parse_args())))
+    sys.exit(main(parse_args()))
