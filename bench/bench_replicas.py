@@ -1,7 +1,7 @@
 """Throughput of blocking sends through nginx over 1, 2 and 3 ``llamon serve`` replicas.
 
-    python bench/bench_replicas.py [--quick] [--concurrency 64] [--rounds 6]
-        [--requests 1500] [--json FILE]
+    python bench/bench_replicas.py [--quick] [--concurrency 64] [--rounds 4]
+        [--requests 1000] [--json FILE]
 
 What is measured (``bench/README.md``, "Replicas behind nginx", says how to read it):
 ``message/send`` of the demo agent's ``hello`` (a completed task with one artifact) at
@@ -197,8 +197,8 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="2 short rounds: does it work?")
     parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--requests", type=int, default=1500, help="sends per fleet per round")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--requests", type=int, default=1000, help="sends per fleet per round")
     parser.add_argument("--json", default=None, help="write every turn's figures here")
     return parser.parse_args()
 
