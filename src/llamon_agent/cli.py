@@ -550,9 +550,8 @@ def _importable_from_cwd() -> None:
 def _load_agent(target: str) -> object:
     from llamon_agent.a2a.serve import load_agent
 
-    _importable_from_cwd()
     try:
-        return load_agent(target)
+        return load_agent(target)  # module names resolve from the current directory
     except ValueError as exc:
         raise UserError(str(exc)) from exc
 

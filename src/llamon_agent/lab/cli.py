@@ -186,10 +186,8 @@ def _target(target: str | None, url: str | None, card: str | None) -> tuple[obje
         if card is not None:
             raise _problem("--card is for --target (an agent at a URL serves its own card)")
         return None, None
-    if "" not in sys.path:
-        sys.path.insert(0, "")  # module names resolve from the current directory
     try:
-        agent = load_agent(str(target))
+        agent = load_agent(str(target))  # module names resolve from the current directory
         return agent, load_card(card) if card is not None else None
     except ValueError as exc:
         raise _problem(str(exc)) from exc
