@@ -82,6 +82,7 @@ from llamon_agent.core.triage import TriageGuide, triage_guide
 from llamon_agent.lab.assertions import check_assertions
 from llamon_agent.lab.cases import Case
 from llamon_agent.lab.results import CaseResult, CleanupResult, EventSource, LabReport, StepRecord
+from llamon_agent.loop.dispatch import GUARD_REASONS
 
 __all__ = ["DEFAULT_CASE_TIMEOUT", "IN_PROCESS_URL", "Lab", "run_cases"]
 
@@ -99,7 +100,6 @@ _END_TYPES: Final = frozenset(
     for state in ("completed", "failed", "canceled", "rejected", "input-required", "auth-required")
 )
 _STEP_TYPES: Final = frozenset({"step.started", "step.completed", "step.failed"})
-_GUARD_REASONS: Final = {"side_effect_not_run", "cleanup_not_configured"}
 _EVENT_WAIT: Final = 5.0
 
 
@@ -628,7 +628,7 @@ def _steps_from_events(result: CaseResult, events: Sequence[Mapping[str, Any]]) 
         result.steps.append(
             StepRecord(number, tool, kind == "step.completed", _str_or_none(reason))
         )
-        if reason in _GUARD_REASONS and result.stopped_before is None:
+        if reason in GUARD_REASONS and result.stopped_before is None:
             result.stopped_before = tool
     for number, tool in open_calls.values():
         result.steps.append(StepRecord(number, tool, False, result.failure_reason))
@@ -665,7 +665,7 @@ def _steps_from_artifact(result: CaseResult, items: Sequence[Mapping[str, Any]])
         if result.selected_target is None:
             result.selected_target = tool
         result.steps.append(StepRecord(number, tool, ok, reason))
-        if reason in _GUARD_REASONS and result.stopped_before is None:
+        if reason in GUARD_REASONS and result.stopped_before is None:
             result.stopped_before = tool
     result.rounds = rounds or None
 

@@ -78,7 +78,13 @@ from llamon_agent.loop.tools import (
 )
 from llamon_agent.loop.validation import check_arguments, format_problems, parse_arguments
 
-__all__ = ["RETRY_INVITING_REASONS", "UNKNOWN_TOOL", "ToolDispatcher", "ToolEscalation"]
+__all__ = [
+    "GUARD_REASONS",
+    "RETRY_INVITING_REASONS",
+    "UNKNOWN_TOOL",
+    "ToolDispatcher",
+    "ToolEscalation",
+]
 
 RETRY_INVITING_REASONS: Final = frozenset({"upstream_tool_unavailable"})
 """Failures whose text invites the model to retry the same call: not a repeated call."""
@@ -99,6 +105,9 @@ _GUARDED: Final[dict[ToolGuard, tuple[str, str]]] = {
     ),
 }
 """A fault plan's tool guard -> the reason and text of the call it stops."""
+
+GUARD_REASONS: Final = frozenset(reason for reason, _ in _GUARDED.values())
+"""The reasons of a tool call a fault plan's guard stopped before it ran."""
 
 _NAME_SHOWN: Final = 64
 _NAMES_LISTED: Final = 30
