@@ -11,12 +11,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
-from a2a.server.agent_execution import AgentExecutor, RequestContext
-from a2a.server.apps import A2AStarletteApplication
-from a2a.server.events import EventQueue
-from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
-from a2a.types import Part, Task, TaskState, TaskStatus, TextPart
+from a2a.types import TaskState
 
 from llamon_agent.client import (
     AgentClient,
@@ -37,43 +32,26 @@ from llamon_agent.core.faults import (
     FaultPlan,
     fault_scope,
 )
-from tests._support.a2a_server import make_card, running_server
+from tests._support.a2a_server import running_server
+from tests._support.plain_agent import PlainAgent, plain_app
 
 TIMEOUT = 20.0
 NO_WAIT = RetryPolicy(max_attempts=3, base_delay=0.0, max_delay=0.0)
 
 
-class GatedAgent(AgentExecutor):
+class GatedAgent(PlainAgent):
     """A plain a2a-sdk agent: answers ``plain <text>`` at once, except for ``go``: it
     reports working, then waits for ``gate`` before answering ``all of it``."""
 
     def __init__(self) -> None:
+        super().__init__(self._answer)
         self.gate = asyncio.Event()
-        self.runs = 0
 
-    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        assert context.message is not None
-        self.runs += 1
-        task = Task(
-            id=str(context.task_id),
-            context_id=str(context.context_id),
-            status=TaskStatus(state=TaskState.submitted),
-            history=[context.message],
-        )
-        await event_queue.enqueue_event(task)
-        updater = TaskUpdater(event_queue, task.id, task.context_id)
-        await updater.start_work()
-        text = context.get_user_input()
+    async def _answer(self, text: str) -> str:
         if text == "go":
             await self.gate.wait()
-            text = "all of it"
-        else:
-            text = f"plain {text}"
-        await updater.add_artifact([Part(root=TextPart(text=text))], name="answer")
-        await updater.complete()
-
-    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-        raise NotImplementedError
+            return "all of it"
+        return f"plain {text}"
 
 
 @pytest.fixture(autouse=True)
@@ -88,9 +66,7 @@ def agent() -> GatedAgent:
 
 @pytest.fixture
 async def url(agent: GatedAgent) -> AsyncIterator[str]:
-    handler = DefaultRequestHandler(agent_executor=agent, task_store=InMemoryTaskStore())
-    app = A2AStarletteApplication(agent_card=make_card(), http_handler=handler).build()
-    async with running_server(app) as base:
+    async with running_server(plain_app(agent)) as base:
         yield base
 
 

@@ -9,11 +9,7 @@ from typing import Any
 
 import pytest
 from a2a.server.agent_execution import AgentExecutor, RequestContext
-from a2a.server.apps import A2AStarletteApplication
 from a2a.server.events import EventQueue
-from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
-from a2a.types import Part, Task, TaskState, TaskStatus, TextPart
 from a2a.utils import new_agent_text_message
 
 from llamon_agent.a2a.agent import AgentContext, AgentOutput
@@ -25,6 +21,7 @@ from llamon_agent.lab import Case
 from llamon_agent.lab.results import CaseResult
 from llamon_agent.lab.runner import Lab
 from tests._support.a2a_server import make_card, running_server
+from tests._support.plain_agent import PlainAgent, plain_app
 
 BOOK = "Is Neuromancer in stock?"
 
@@ -201,8 +198,7 @@ async def downstream() -> AsyncIterator[tuple[str, Downstream]]:
     clear_card_cache()
     executor = Downstream()
     card = make_card().model_copy(update={"name": "inventory"})
-    handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore())
-    app = A2AStarletteApplication(agent_card=card, http_handler=handler).build()
+    app = plain_app(executor, card=card)
     async with running_server(app) as url:
         yield url, executor
 
@@ -254,33 +250,14 @@ async def test_a_downstream_agent_that_fails(
     assert executor.runs == 1  # the faulted calls never reached it
 
 
-class TaskDownstream(AgentExecutor):
-    """A plain a2a-sdk agent that answers with a task: submitted, working, an artifact,
-    completed -- four stream events."""
-
-    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        assert context.message is not None
-        task = Task(
-            id=str(context.task_id),
-            context_id=str(context.context_id),
-            status=TaskStatus(state=TaskState.submitted),
-            history=[context.message],
-        )
-        await event_queue.enqueue_event(task)
-        updater = TaskUpdater(event_queue, task.id, task.context_id)
-        await updater.start_work()
-        await updater.add_artifact([Part(root=TextPart(text="stock: 3"))], name="answer")
-        await updater.complete()
-
-    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-        raise NotImplementedError
+async def _stock(text: str) -> str:
+    return "stock: 3"
 
 
 async def test_a_downstream_stream_that_drops_is_recovered() -> None:
     clear_card_cache()
     card = make_card().model_copy(update={"name": "inventory"})
-    handler = DefaultRequestHandler(agent_executor=TaskDownstream(), task_store=InMemoryTaskStore())
-    app = A2AStarletteApplication(agent_card=card, http_handler=handler).build()
+    app = plain_app(PlainAgent(_stock), card=card)
 
     async with running_server(app) as url:
 

@@ -17,12 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
-from a2a.server.agent_execution import AgentExecutor, RequestContext
-from a2a.server.apps import A2AStarletteApplication
-from a2a.server.events import EventQueue
-from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
-from a2a.types import AgentCard, Part, Task, TaskState, TaskStatus, TextPart
+from a2a.types import AgentCard
 
 from llamon_agent.a2a.agent import AgentContext, AgentOutput
 from llamon_agent.a2a.auth import AuthConfig
@@ -47,6 +42,7 @@ from llamon_agent.loop.model import (
 )
 from llamon_agent.loop.tools import tool
 from tests._support.a2a_server import make_card, running_server
+from tests._support.plain_agent import PlainAgent, plain_app
 from tests._support.serve import llamon_serve
 
 SAMPLES = Path(__file__).parents[3] / "docs" / "lab-cases"
@@ -361,41 +357,15 @@ async def test_without_an_event_stream_a_failed_task_gives_its_tool_results_arti
 # -- plain a2a-sdk servers --------------------------------------------------------------
 
 
-class PlainAgent(AgentExecutor):
-    """A plain a2a-sdk agent: answers ``plain <text>``; ``fail`` fails the task with no
-    status message (no error data)."""
-
-    def __init__(self) -> None:
-        self.runs = 0
-
-    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        assert context.message is not None
-        self.runs += 1
-        task = Task(
-            id=str(context.task_id),
-            context_id=str(context.context_id),
-            status=TaskStatus(state=TaskState.submitted),
-            history=[context.message],
-        )
-        await event_queue.enqueue_event(task)
-        updater = TaskUpdater(event_queue, task.id, task.context_id)
-        await updater.start_work()
-        text = context.get_user_input()
-        if text == "fail":
-            await updater.failed()
-            return
-        await updater.add_artifact([Part(root=TextPart(text=f"plain {text}"))], name="answer")
-        await updater.complete()
-
-    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-        raise NotImplementedError
+async def _plain_or_fail(text: str) -> str | None:
+    """``plain <text>``; ``fail`` fails the task with no status message (no error data)."""
+    return None if text == "fail" else f"plain {text}"
 
 
 @pytest.mark.reason("remote_task_failed")
 async def test_a_plain_a2a_agent_completes_and_fails_without_error_data() -> None:
-    executor = PlainAgent()
-    handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore())
-    app = A2AStarletteApplication(agent_card=make_card(), http_handler=handler).build()
+    executor = PlainAgent(_plain_or_fail)
+    app = plain_app(executor)
     ok = case(
         name="ok",
         query="hi",
