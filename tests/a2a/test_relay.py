@@ -238,3 +238,24 @@ async def test_redis_down_one_warning_without_address_and_the_next_publish_works
             assert [stream_id for stream_id, _ in items] == ids
         finally:
             await relay.aclose()
+
+
+async def test_without_a_relay_a_run_queue_is_the_plain_one() -> None:
+    manager = LlamonQueueManager()
+    queue = await manager.create(TASK)
+    assert type(queue).__name__ == "_TaskQueue"
+    posted: list[tuple[str, Event]] = []
+    relayed = await LlamonQueueManager(
+        lambda task_id, event: posted.append((task_id, event))
+    ).create(TASK)
+    await relayed.enqueue_event(chunk("c0"))
+    assert posted == [(TASK, chunk("c0"))]
+    await queue.close(immediate=True)
+    await relayed.close(immediate=True)
+
+
+def test_a_relay_needs_a_url_or_a_client_and_positive_bounds() -> None:
+    with pytest.raises(ValueError, match="a Redis URL or a client"):
+        EventRelay()
+    with pytest.raises(ValueError, match="must be positive"):
+        EventRelay(SHARED_REDIS_URL, maxlen=0)
