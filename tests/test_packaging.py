@@ -36,6 +36,7 @@ OPTIONAL_DISTRIBUTIONS = {
     "opentelemetry-sdk": "otel",
     "prometheus-client": "otel",
     "pyyaml": "lab",
+    "redis": "redis",
 }
 """Distributions the core must not depend on, and the extra that brings each."""
 
@@ -54,6 +55,7 @@ HIDDEN_MODULES = (
     "opentelemetry.sdk",
     "prometheus_client",
     "yaml",
+    "redis",
 )
 
 BLOCKER = """
@@ -111,7 +113,17 @@ def test_each_optional_package_comes_with_its_extra() -> None:
             assert "langgraph-checkpoint-postgres" in extras["postgres"]
         else:
             assert distribution in extras[extra], (distribution, extra)
-    features = {"langgraph", "mcp", "openai", "anthropic", "postgres", "jwt", "otel", "lab"}
+    features = {
+        "langgraph",
+        "mcp",
+        "openai",
+        "anthropic",
+        "postgres",
+        "jwt",
+        "otel",
+        "lab",
+        "redis",
+    }
     assert extras["all"] == {"llamon-agent": features}
     assert extras["dev"]["llamon-agent"] == {"all"}
 
@@ -154,6 +166,12 @@ def test_each_optional_package_comes_with_its_extra() -> None:
             "path.write_text('mode: plan\\nquery: hi\\n')\n"
             "load_cases(path)",
             "reading YAML case files needs PyYAML",
+        ),
+        (
+            "from llamon_agent.a2a.server import create_app\n"
+            "from llamon_agent.examples.demo_agent import agent, card\n"
+            "create_app(agent, card, redis_url='redis://127.0.0.1:6379/0')",
+            "the Redis event relay needs redis-py",
         ),
     ],
 )
@@ -297,6 +315,26 @@ def test_llamon_serve_metrics_names_the_missing_extra() -> None:
         "2",
         "llamon serve: --metrics: the /metrics route needs the OpenTelemetry SDK and "
         "prometheus-client: pip install 'llamon-agent[otel]'",
+    ]
+
+
+def test_llamon_serve_redis_url_names_the_missing_extra() -> None:
+    code = """
+    from typer.testing import CliRunner
+    from llamon_agent.cli import app
+    from llamon_agent.demo import demo_agent_path
+
+    path = demo_agent_path()
+    args = ["serve", "--redis-url", "redis://127.0.0.1:6379/0", "--store", "memory",
+            "--card", f"{path}:card", f"{path}:agent"]
+    result = CliRunner().invoke(app, args)
+    print(result.exit_code)
+    print(result.output.strip())
+    """
+    assert _run(code).splitlines() == [
+        "2",
+        "llamon serve: --redis-url: the Redis event relay needs redis-py: "
+        "pip install 'llamon-agent[redis]'",
     ]
 
 

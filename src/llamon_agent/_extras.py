@@ -18,6 +18,8 @@ extra           brings                                 for
 ``otel``        the OpenTelemetry SDK, prometheus-client  exporting spans and metrics, the
                                                        ``/metrics`` route (``metrics=True``)
 ``lab``         PyYAML                                 YAML Quality Lab case files
+``redis``       redis-py                               relaying live task events across
+                                                       replicas (``create_app(redis_url=)``)
 ``all``         every extra above
 ==============  =====================================  ========================================
 
@@ -36,7 +38,9 @@ from typing import Final, Literal
 
 __all__ = ["EXTRA_MODULES", "Extra", "missing_extra", "requires_extra"]
 
-Extra = Literal["langgraph", "mcp", "openai", "anthropic", "postgres", "jwt", "otel", "lab"]
+Extra = Literal[
+    "langgraph", "mcp", "openai", "anthropic", "postgres", "jwt", "otel", "lab", "redis"
+]
 """The extras that bring an optional package (``all`` is their union)."""
 
 _WHAT: Final[dict[Extra, str]] = {
@@ -48,6 +52,7 @@ _WHAT: Final[dict[Extra, str]] = {
     "jwt": "PyJWT",
     "otel": "the OpenTelemetry SDK and prometheus-client",
     "lab": "PyYAML",
+    "redis": "redis-py",
 }
 
 EXTRA_MODULES: Final[dict[Extra, tuple[str, ...]]] = {
@@ -65,6 +70,7 @@ EXTRA_MODULES: Final[dict[Extra, tuple[str, ...]]] = {
     "jwt": ("jwt",),
     "otel": ("opentelemetry.sdk", "prometheus_client"),
     "lab": ("yaml",),
+    "redis": ("redis",),
 }
 """The modules each extra provides: an ``ImportError`` of one of them is that extra's."""
 

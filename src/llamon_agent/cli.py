@@ -311,6 +311,15 @@ def serve_command(
             help="--publish-to: on a clean shutdown, mark the published version deprecated.",
         ),
     ] = False,
+    redis_url: Annotated[
+        str | None,
+        typer.Option(
+            "--redis-url",
+            metavar="URL",
+            help="Relay live task events across replicas through this Redis (redis://...; "
+            "needs llamon-agent[redis]).",
+        ),
+    ] = None,
 ) -> None:
     """Serve an agent over A2A (JSON-RPC) until stopped."""
     import asyncio
@@ -333,9 +342,12 @@ def serve_command(
             push_policy=_push_policy(push_allow),
             metrics=metrics,
             keep_events=not no_keep_events,
+            redis_url=redis_url,
         )
         if metrics:
             _check_metrics_extra()
+        if redis_url is not None:
+            _check_redis_extra()
         agent = _load_agent(target)
         agent_card = _load_card(card)
         options = replace(options, auth=_auth(agent_card, api_key, bearer_token))
@@ -476,6 +488,14 @@ def console_command(
             sock.close()
 
     asyncio.run(with_store("console", database_url, home, run))
+
+
+def _check_redis_extra() -> None:
+    """``UserError`` naming the extra when ``--redis-url`` cannot be used."""
+    try:
+        import llamon_agent.a2a.relay  # noqa: F401 - the redis extra's package
+    except ImportError as exc:
+        raise UserError(f"--redis-url: {exc}") from exc
 
 
 def _check_metrics_extra() -> None:

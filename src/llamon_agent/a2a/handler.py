@@ -63,7 +63,7 @@ import logging
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from a2a.server.agent_execution import RequestContext
 from a2a.server.context import ServerCallContext
@@ -105,6 +105,9 @@ from llamon_agent.a2a.stores.sent_lookup import SENT_METADATA_KEY
 from llamon_agent.a2a.task_locks import RunClaim, TaskClaims, task_busy
 from llamon_agent.core.errors import error_data_for_exception
 from llamon_agent.core.faults import FaultPlan, fault_scope
+
+if TYPE_CHECKING:
+    from llamon_agent.a2a.relay import EventRelay
 
 __all__ = ["LlamonRequestHandler"]
 
@@ -230,6 +233,10 @@ class LlamonRequestHandler(DefaultRequestHandler):
     caller); queues come from ``LlamonQueueManager`` unless given. ``idempotency_window``:
     seconds a repeated send is answered with the task it started (``0``: never);
     ``sent`` holds them (``SentMessages``; its ``clock`` may be replaced).
+    ``relay`` (``llamon_agent.a2a.relay``; ``None``: none): every event of the runs this
+    handler executes is posted to it, and a ``tasks/resubscribe`` of a task that is
+    running elsewhere (in the shared store, not ended, no run here) follows its events
+    there.
     """
 
     agent_executor: CustomAgentExecutor
@@ -241,9 +248,12 @@ class LlamonRequestHandler(DefaultRequestHandler):
         task_store: TaskStore,
         *,
         idempotency_window: float = DEFAULT_WINDOW,
+        relay: EventRelay | None = None,
         **kwargs: Any,
     ) -> None:
-        kwargs.setdefault("queue_manager", LlamonQueueManager())
+        post = relay.post if relay is not None else None
+        kwargs.setdefault("queue_manager", LlamonQueueManager(post))
+        self.relay = relay
         guarded = guard_task_store(task_store)
         super().__init__(agent_executor, OwnedTaskStore(guarded), **kwargs)
         self.guarded_store: GuardedTaskStore = guarded
@@ -711,8 +721,14 @@ class LlamonRequestHandler(DefaultRequestHandler):
     async def on_resubscribe_to_task(
         self, params: TaskIdParams, context: ServerCallContext | None = None
     ) -> AsyncGenerator[Event]:
-        """tasks/resubscribe."""
+        """tasks/resubscribe; a task another replica runs is followed through the relay."""
         with as_protocol_errors():
+            if self.relay is not None:
+                elsewhere = await self._running_elsewhere(params.id, context)
+                if elsewhere is not None:
+                    async for event in self._follow_relay(self.relay, elsewhere, context):
+                        yield event
+                    return
             last: TaskStatus | None = None
             async for item in super().on_resubscribe_to_task(params, context):
                 event = _stream_event(item)
@@ -724,6 +740,45 @@ class LlamonRequestHandler(DefaultRequestHandler):
             end = await self._stored_end(params.id, context, last)
             if end is not None:  # the run ended as the stream attached: its stored end
                 yield end
+
+    async def _running_elsewhere(
+        self, task_id: str, context: ServerCallContext | None
+    ) -> Task | None:
+        """``task_id`` when no run of it is here and the store holds it not ended (nor
+        paused): another replica runs it; else ``None``."""
+        if await self._queue_manager.get(task_id) is not None:
+            return None
+        task = await self.task_store.get(task_id, context)
+        if task is None or task.status.state in TERMINAL_STATES | PAUSED_STATES:
+            return None
+        return task
+
+    async def _follow_relay(
+        self, relay: EventRelay, task: Task, context: ServerCallContext | None
+    ) -> AsyncGenerator[Event]:
+        """The events of ``task``'s run on another replica from now on, read from the
+        relay, ending with its end (the stored one, if the relay never carries it)."""
+        latest = await relay.last(task.id)
+        if latest is not None and _ends_run(latest[1]):
+            yield _stream_event(latest[1])  # it ended as this request came in
+            return
+
+        async def ended() -> bool:
+            stored = await self.task_store.get(task.id, context)
+            return stored is None or stored.status.state in TERMINAL_STATES | PAUSED_STATES
+
+        after = latest[0] if latest is not None else "0-0"
+        last: TaskStatus | None = task.status
+        async for _, item in relay.follow(task.id, after, idle=ended):
+            event = _stream_event(item)
+            yield event
+            if isinstance(event, TaskStatusUpdateEvent):
+                if event.final:
+                    return
+                last = event.status
+        end = await self._stored_end(task.id, context, last)
+        if end is not None:
+            yield end
 
     async def on_set_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext | None = None
@@ -784,6 +839,11 @@ def _is_final(event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> 
     if isinstance(event, Task):
         return event.status.state in TERMINAL_STATES or event.status.state in PAUSED_STATES
     return False
+
+
+def _ends_run(event: Event) -> bool:
+    """Whether a relayed ``event`` ends its run (a message does: the run had no task)."""
+    return isinstance(event, Message) or _is_final(event)
 
 
 def _not_cancelable(state: TaskState) -> ServerError:

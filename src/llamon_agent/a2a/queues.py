@@ -31,17 +31,23 @@
   run's queue after it closed (the run just ended) gets a closed tap, so its stream ends
   at once instead of receiving keep-alives forever; the request handler then answers the
   task's stored end.
+
+Given ``post`` (``LlamonQueueManager(post=EventRelay.post)``: a server with ``redis_url``),
+each run's queue also hands every event it takes to ``post(task_id, event)``, so other
+replicas can follow the run (``llamon_agent.a2a.relay``); without it a run's queue is the
+plain one and nothing is handed on.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 from a2a.server.events import EventQueue, InMemoryQueueManager
 from a2a.server.events.event_queue import Event
 from a2a.server.events.queue_manager import NoTaskQueue, TaskQueueExists
 
-__all__ = ["LlamonQueueManager", "abandon_queue"]
+__all__ = ["LlamonQueueManager", "Post", "abandon_queue"]
 
 
 class _TaskQueue(EventQueue):
@@ -85,16 +91,44 @@ class _TappedQueue(_TaskQueue):
             await child.close(immediate)
 
 
+class _PostingQueue(_TaskQueue):
+    """A run's queue that hands each event it takes to ``post`` (the event relay)."""
+
+    def __init__(self, post: Callable[[Event], None]) -> None:
+        super().__init__()
+        self._post = post
+
+    async def enqueue_event(self, event: Event) -> None:
+        if not self._is_closed:  # a closed queue drops the event (a2a-sdk's)
+            self._post(event)
+        await super().enqueue_event(event)
+
+
+Post = Callable[[str, Event], None]
+"""Takes each event of a run as it is published, with its task's id; never raises."""
+
+
 class LlamonQueueManager(InMemoryQueueManager):
     """``InMemoryQueueManager`` whose taps get copies and whose ``close`` waits for one
-    queue without the shared lock (see the module docstring)."""
+    queue without the shared lock (see the module docstring); with ``post``, each run's
+    events are also handed to it."""
+
+    def __init__(self, post: Post | None = None) -> None:
+        super().__init__()
+        self._post = post
+
+    def _new_queue(self, task_id: str) -> _TaskQueue:
+        post = self._post
+        if post is None:
+            return _TaskQueue()
+        return _PostingQueue(lambda event: post(task_id, event))
 
     async def create_or_tap(self, task_id: str) -> EventQueue:
         """The task's queue, new (an isolating one) or tapped."""
         tapped = await self.tap(task_id)
         if tapped is not None:
             return tapped
-        queue = _TaskQueue()
+        queue = self._new_queue(task_id)
         try:
             await self.add(task_id, queue)
         except TaskQueueExists:  # pragma: no cover - no await between tap and add wins
@@ -111,7 +145,7 @@ class LlamonQueueManager(InMemoryQueueManager):
         stored (only one run of a task goes on at a time, ``task_locks``) and is merely
         being closed: it is replaced, never tapped, so the new run shares nothing with it.
         """
-        queue = _TaskQueue()
+        queue = self._new_queue(task_id)
         async with self._lock:
             self._task_queue[task_id] = queue
         return queue

@@ -120,6 +120,9 @@ class ServeOptions:
     by ``-``)."""
     deprecate_on_shutdown: bool = False
     """On a clean shutdown, mark the published version ``deprecated`` in the catalog."""
+    redis_url: str | None = field(default=None, repr=False)
+    """Relay live task events across replicas through this Redis (``create_app(redis_url=)``;
+    needs the ``redis`` extra); ``None``: no relay."""
 
 
 def fault_injection_problem(host: str, *, force: bool = False) -> str | None:
@@ -386,6 +389,7 @@ async def serve_agent(
             event_store=event_store,
             console=options.console,
             allow_fault_injection=options.allow_fault_injection,
+            redis_url=options.redis_url,
         )
         logging_setup: dict[str, Any] = {}
         if options.log_format is not None:

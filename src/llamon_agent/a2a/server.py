@@ -15,7 +15,7 @@ import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from a2a.extensions.common import HTTP_EXTENSION_HEADER
 from a2a.server.apps import A2AStarletteApplication
@@ -92,6 +92,9 @@ from llamon_agent.core.faults import FAULTS_EXTENSION_URI
 from llamon_agent.core.logs import install_log_scrubbing
 from llamon_agent.core.settings import idempotency_window_setting, push_allow_setting
 from llamon_agent.core.telemetry import span_event_subscriber
+
+if TYPE_CHECKING:
+    from llamon_agent.a2a.relay import EventRelay
 
 __all__ = ["LlamonA2AApplication", "create_app", "freeze_startup_heap"]
 
@@ -434,6 +437,7 @@ def create_app(
     span_events: bool = True,
     console: ConsoleOptions | None = None,
     allow_fault_injection: bool = False,
+    redis_url: str | None = None,
 ) -> Starlette:
     """The A2A Starlette app for ``agent`` (anything ``as_agent`` accepts) and its card.
 
@@ -493,6 +497,13 @@ def create_app(
     is refused (-32602 ``invalid_fault_plan``). The card then declares the
     ``FAULTS_EXTENSION_URI`` extension, and a WARNING says so when the app starts. Off,
     the key is ignored.
+    ``redis_url`` (needs the ``redis`` extra; ``ImportError`` naming it otherwise): every
+    event of the tasks this app runs is also published to Redis Streams in the background
+    (``llamon_agent.a2a.relay``; Redis down: one WARNING, the tasks go on), and a
+    ``tasks/resubscribe`` of a task another replica runs on the same task store streams
+    its events from there instead of answering task-not-found; Redis down then ends that
+    stream with ``UPSTREAM_UNAVAILABLE`` / ``event_relay_unavailable`` (retriable).
+    ``app.state.llamon_event_relay`` holds the relay (``None`` without ``redis_url``).
     """
     install_log_scrubbing()
     _quiet_client_mistakes()
@@ -527,12 +538,18 @@ def create_app(
         idempotency_window = idempotency_window_setting()
     window = DEFAULT_WINDOW if idempotency_window is None else idempotency_window
     card = _declaring_idempotent_sends(card, window)
+    relay: EventRelay | None = None
+    if redis_url is not None:
+        from llamon_agent.a2a import relay as relay_module  # the redis extra's
+
+        relay = relay_module.EventRelay(redis_url)
     handler = LlamonRequestHandler(
         executor,
         task_store=tasks,
         push_config_store=push_store,
         push_sender=push_sender,
         idempotency_window=window,
+        relay=relay,
     )
 
     @asynccontextmanager
@@ -552,6 +569,8 @@ def create_app(
             if ended:
                 logger.warning("server stopping: ended %d running task(s) failed", len(ended))
             await handler.aclose()
+            if relay is not None:
+                await relay.aclose()  # what the runs posted last reaches Redis
             if push_sender is not None:
                 await push_sender.aclose()
             if events is not None:
@@ -598,4 +617,5 @@ def create_app(
     app.state.llamon_request_handler = handler
     app.state.llamon_task_events = task_events
     app.state.llamon_event_store = kept_events
+    app.state.llamon_event_relay = relay
     return app

@@ -1,0 +1,282 @@
+"""Live task events across replicas, through Redis Streams (the ``redis`` extra).
+
+A server given ``create_app(redis_url=...)`` publishes every event of every run it
+executes to the stream ``llamon:events:{task_id}`` (one entry per event: its ``kind``
+and its JSON, as the A2A wire has it), and a ``tasks/resubscribe`` reaching a replica
+that does not run the task reads the task's events from there. Without ``redis_url``
+nothing of this exists and nothing is published.
+
+* ``EventRelay.publish(task_id, event)``: ``XADD`` with an approximate ``MAXLEN`` cap
+  (``maxlen``, default 10 000 entries); the task's final event (a terminal state, or
+  ``input-required`` / ``auth-required``) also sets the stream's ``EXPIRE`` (``expire``,
+  default 600 s). A failure raises ``RelayUnavailableError``.
+* ``EventRelay.post(task_id, event)``: what a run calls for each event. It never waits
+  and never raises: the event is serialized at once and published in the background,
+  in order (one writer per relay). When Redis does not answer, one WARNING says so (the
+  address is never named) and the run goes on; events posted meanwhile are lost for
+  other replicas, and a WARNING is logged again only after Redis answered once more.
+* ``EventRelay.follow(task_id, after="0-0")``: the task's events in order, as
+  ``(stream id, event)``, from the start or after ``after``, ending with the final
+  event; it waits with ``XREAD`` blocks of ``block`` seconds (default 1), so it is
+  cancelled promptly, and ``idle`` (called after each empty block) may end it early.
+  Redis not answering raises ``RelayUnavailableError`` (``UPSTREAM_UNAVAILABLE`` /
+  ``event_relay_unavailable``, retriable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Final, cast
+
+from a2a.server.events.event_queue import Event
+from a2a.types import Message, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent
+
+from llamon_agent._extras import requires_extra
+from llamon_agent.a2a.states import PAUSED_STATES, TERMINAL_STATES
+from llamon_agent.core.codes import ErrorCode
+from llamon_agent.exceptions import LlamonError
+
+with requires_extra("redis", "the Redis event relay"):
+    from redis.asyncio import Redis
+    from redis.exceptions import RedisError
+
+__all__ = [
+    "DEFAULT_EXPIRE",
+    "DEFAULT_MAXLEN",
+    "DEFAULT_PREFIX",
+    "EventRelay",
+    "RelayUnavailableError",
+    "is_final_event",
+]
+
+logger = logging.getLogger("llamon_agent.a2a")
+
+DEFAULT_PREFIX: Final = "llamon:events:"
+"""The streams' key prefix: a task's stream is ``{prefix}{task_id}``."""
+DEFAULT_MAXLEN: Final = 10_000
+"""Entries a task's stream keeps (approximately: Redis trims whole nodes)."""
+DEFAULT_EXPIRE: Final = 600.0
+"""Seconds a task's stream is kept after its final event."""
+DEFAULT_BLOCK: Final = 1.0
+"""Seconds one ``XREAD`` of ``follow`` waits for an event."""
+DEFAULT_BUFFER: Final = 10_000
+"""Events ``post`` holds while they wait to be published; more are dropped."""
+_CONNECT_TIMEOUT: Final = 2.0
+_BATCH: Final = 256
+
+_Model = type[Task] | type[Message] | type[TaskStatusUpdateEvent] | type[TaskArtifactUpdateEvent]
+_Entry = tuple[str, dict[str, str]]
+"""A stream entry as read with ``decode_responses=True``: its id and fields."""
+_KINDS: Final[dict[str, _Model]] = {
+    "task": Task,
+    "message": Message,
+    "status-update": TaskStatusUpdateEvent,
+    "artifact-update": TaskArtifactUpdateEvent,
+}
+
+
+class RelayUnavailableError(
+    LlamonError,
+    code=ErrorCode.UPSTREAM_UNAVAILABLE,
+    reason="event_relay_unavailable",
+    retriable=True,
+):
+    """Redis, which relays the events of tasks other replicas run, did not answer (its
+    cause is chained); send the request again."""
+
+    def __init__(self) -> None:
+        super().__init__("The event relay is unavailable; send the request again.")
+
+
+def is_final_event(event: Event) -> bool:
+    """Whether ``event`` ends a run: a ``final`` status-update, a task in a terminal or
+    paused state, or a message (a run answered with a message has no task)."""
+    if isinstance(event, TaskStatusUpdateEvent):
+        return event.final
+    if isinstance(event, Task):
+        return event.status.state in TERMINAL_STATES or event.status.state in PAUSED_STATES
+    return isinstance(event, Message)
+
+
+def _encoded(event: Event) -> tuple[dict[str, str], bool]:
+    """The stream entry of ``event`` (its kind and JSON) and whether it is final."""
+    body = event.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return {"kind": str(body["kind"]), "event": json.dumps(body)}, is_final_event(event)
+
+
+def _decoded(fields: dict[str, str]) -> Event:
+    """The event of a stream entry (``ValueError`` for an entry of no known kind)."""
+    model = _KINDS.get(fields.get("kind", ""))
+    if model is None:
+        raise ValueError("a relayed event of an unknown kind")
+    return model.model_validate_json(fields["event"])
+
+
+class EventRelay:
+    """Publishes task events to Redis Streams and follows them (see the module docstring).
+
+    ``url`` is a ``redis://`` URL; ``client`` (instead) a ``redis.asyncio.Redis`` made with
+    ``decode_responses=True``, closed by ``aclose`` all the same.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        client: Redis | None = None,
+        prefix: str = DEFAULT_PREFIX,
+        maxlen: int = DEFAULT_MAXLEN,
+        expire: float = DEFAULT_EXPIRE,
+        block: float = DEFAULT_BLOCK,
+        buffer: int = DEFAULT_BUFFER,
+    ) -> None:
+        if (url is None) == (client is None):
+            raise ValueError("give EventRelay a Redis URL or a client, not both")
+        if maxlen < 1 or expire <= 0 or block <= 0 or buffer < 1:
+            raise ValueError("EventRelay's maxlen, expire, block and buffer must be positive")
+        if client is None:
+            assert url is not None  # noqa: S101 - checked above
+            client = Redis.from_url(
+                url,
+                decode_responses=True,
+                socket_connect_timeout=_CONNECT_TIMEOUT,
+                socket_timeout=block + 5.0,
+            )
+        self.redis: Redis = client
+        self.prefix = prefix
+        self.maxlen = maxlen
+        self.expire = expire
+        self.block = block
+        self._buffer = buffer
+        self._pending: deque[tuple[str, dict[str, str], bool]] = deque()
+        self._wake = asyncio.Event()
+        self._drained = asyncio.Event()  # nothing posted waits to be published
+        self._drained.set()
+        self._writer: asyncio.Task[None] | None = None
+        self._failing = False  # a WARNING was logged; the next one after a success
+        self._dropping = False
+
+    def key(self, task_id: str) -> str:
+        """The stream of ``task_id``."""
+        return f"{self.prefix}{task_id}"
+
+    async def publish(self, task_id: str, event: Event) -> str:
+        """Append ``event`` to the task's stream; its stream id. The final event also sets
+        the stream's expiry. ``RelayUnavailableError`` when Redis does not answer."""
+        fields, final = _encoded(event)
+        ids = await self._write([(task_id, fields, final)])
+        return ids[0]
+
+    async def _write(self, batch: list[tuple[str, dict[str, str], bool]]) -> list[str]:
+        pipe = self.redis.pipeline(transaction=False)
+        for task_id, fields, final in batch:
+            key = self.key(task_id)
+            pipe.xadd(key, fields, maxlen=self.maxlen, approximate=True)  # type: ignore[arg-type]
+            if final:
+                pipe.expire(key, max(1, round(self.expire)))
+        try:
+            replies = await pipe.execute()
+        except (RedisError, OSError) as exc:
+            raise RelayUnavailableError from exc
+        return [str(reply) for reply in replies if isinstance(reply, str)]
+
+    def post(self, task_id: str, event: Event) -> None:
+        """Publish ``event`` in the background, after every event posted before it; never
+        waits, never raises (a failure is one WARNING, see the module docstring)."""
+        if len(self._pending) >= self._buffer:
+            if not self._dropping:
+                self._dropping = True
+                logger.warning("event relay: too many events wait for Redis; dropping events")
+            return
+        fields, final = _encoded(event)
+        self._pending.append((task_id, fields, final))
+        self._drained.clear()
+        self._wake.set()
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._write_pending())
+
+    async def _write_pending(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._pending:
+                count = min(len(self._pending), _BATCH)
+                batch = [self._pending.popleft() for _ in range(count)]
+                self._dropping = False
+                try:
+                    await self._write(batch)
+                except RelayUnavailableError as exc:
+                    if not self._failing:
+                        self._failing = True
+                        cause = type(exc.__cause__).__name__
+                        logger.warning(
+                            "event relay: Redis did not answer (%s); events of running "
+                            "tasks are not relayed to other replicas until it answers again",
+                            cause,
+                        )
+                else:
+                    self._failing = False
+            self._drained.set()
+
+    async def flush(self, within: float = 5.0) -> None:
+        """Wait (at most ``within`` seconds) until every posted event was published or
+        dropped."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._drained.wait(), within)
+
+    async def last(self, task_id: str) -> tuple[str, Event] | None:
+        """The task's latest entry (stream id, event), or ``None`` when it has none.
+        ``RelayUnavailableError`` when Redis does not answer."""
+        try:
+            entries = await self.redis.xrevrange(self.key(task_id), "+", "-", count=1)
+        except (RedisError, OSError) as exc:
+            raise RelayUnavailableError from exc
+        if not entries:
+            return None
+        entry_id, fields = cast("_Entry", entries[0])
+        return entry_id, _decoded(fields)
+
+    async def follow(
+        self,
+        task_id: str,
+        after: str = "0-0",
+        *,
+        idle: Callable[[], Awaitable[bool]] | None = None,
+    ) -> AsyncIterator[tuple[str, Event]]:
+        """The task's events after stream id ``after`` (``"0-0"``: all kept), in order, up
+        to and including its final event. ``idle`` is awaited after each ``block`` seconds
+        without an event; ``True`` ends the iteration. ``RelayUnavailableError`` when Redis
+        does not answer."""
+        key = self.key(task_id)
+        last = after
+        block = max(1, round(self.block * 1000))
+        while True:
+            try:
+                reply = await self.redis.xread({key: last}, count=_BATCH, block=block)
+            except (RedisError, OSError) as exc:
+                raise RelayUnavailableError from exc
+            if not reply:
+                if idle is not None and await idle():
+                    return
+                continue
+            for _key, entries in cast("list[tuple[str, list[_Entry]]]", reply):
+                for entry_id, fields in entries:
+                    last = entry_id
+                    event = _decoded(fields)
+                    yield last, event
+                    if is_final_event(event):
+                        return
+
+    async def aclose(self, within: float = 5.0) -> None:
+        """Publish what is still posted (at most ``within`` seconds), then close the client."""
+        await self.flush(within)
+        if self._writer is not None:
+            self._writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._writer
+        await self.redis.aclose()
