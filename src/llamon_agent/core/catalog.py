@@ -565,6 +565,14 @@ _ENTRIES: Final[tuple[tuple[str, Stage, ErrorCode, bool, str, str], ...]] = (
         "publishing by URL: the agent's card could not be fetched from its well-known path",
     ),
     (
+        "event_relay_unavailable",
+        _S.SERVICE,
+        _E.UPSTREAM_UNAVAILABLE,
+        True,
+        "check_redis_reachability",
+        "Redis, which relays the events of tasks other replicas run, did not answer",
+    ),
+    (
         "uncaught_server_error",
         _S.SERVICE,
         _E.INTERNAL_ERROR,
