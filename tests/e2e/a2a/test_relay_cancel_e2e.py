@@ -11,9 +11,12 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 import httpx
 import pytest
+from a2a.types import AgentCard
 from starlette.applications import Starlette
 
 from llamon_agent.a2a.agent import AgentContext
+from llamon_agent.a2a.auth import AuthConfig
+from llamon_agent.a2a.card import AuthSpec, build_agent_card, skill
 from llamon_agent.a2a.handler import LlamonRequestHandler
 from llamon_agent.a2a.relay import EventRelay
 from llamon_agent.a2a.server import create_app
@@ -54,15 +57,38 @@ class Hanging:
         yield "c1 "
 
 
+KEY_ALICE = "alice-key-7c1e3a9f5b2d4e60"
+KEY_BOB = "bob-key-2f8a6d0c4e1b9357"
+
+
+def _auth_card() -> AgentCard:
+    return build_agent_card(
+        name="relay-cancel-test-agent",
+        description="Answers test questions for the llamon-agent relay cancel suite.",
+        url="http://127.0.0.1:1/",
+        version="1.0.0",
+        skills=[skill("echo", "Echo", "Echoes one test question.", tags=["test"])],
+        auth=AuthSpec.api_key(),
+    )
+
+
 @asynccontextmanager
-async def two_replicas(agent: Hanging, redis_url: str | None) -> AsyncIterator[list[Starlette]]:
-    """Apps A and B on one fresh PostgreSQL schema, both relaying through ``redis_url``."""
+async def two_replicas(
+    agent: Hanging, redis_url: str | None, *, auth: bool = False
+) -> AsyncIterator[list[Starlette]]:
+    """Apps A and B on one fresh PostgreSQL schema, both relaying through ``redis_url``;
+    with ``auth``, callers alice and bob (API keys)."""
     async with postgres_schema() as dsn, AsyncExitStack() as stack:
         apps: list[Starlette] = []
+        card = _auth_card() if auth else make_card()
+        principals = {"alice": KEY_ALICE, "bob": KEY_BOB}
+        config = AuthConfig.from_card(card, principals=principals) if auth else None
         for _ in range(2):
             stores = await open_stores("postgres", dsn=dsn)
             stack.push_async_callback(stores.close)
-            app = create_app(agent, make_card(), task_store=stores.task_store, redis_url=redis_url)
+            app = create_app(
+                agent, card, auth=config, task_store=stores.task_store, redis_url=redis_url
+            )
             apps.append(app)
         yield apps
 
@@ -191,6 +217,44 @@ async def test_a_cancel_whose_run_end_never_arrives_is_cancel_unconfirmed() -> N
             agent.go.set()
             await asyncio.wait_for(run.task, WAIT)
             assert run.results[-1]["status"]["state"] == "completed"
+        finally:
+            agent.go.set()
+            if task_id:
+                await delete_prefix(f"llamon:events:{task_id}")
+
+
+async def test_another_callers_cancel_on_b_is_task_not_found_and_requests_nothing() -> None:
+    agent = Hanging()
+    async with (
+        two_replicas(agent, SHARED_REDIS_URL, auth=True) as (app_a, app_b),
+        running_server(app_a) as url_a,
+        running_server(app_b) as url_b,
+        httpx.AsyncClient(timeout=WAIT, headers={"X-API-Key": KEY_ALICE}) as alice,
+        httpx.AsyncClient(timeout=WAIT, headers={"X-API-Key": KEY_BOB}) as bob,
+    ):
+        task_id = ""
+        try:
+            asked: list[str] = []
+            request_cancel = _relay(app_b).request_cancel
+
+            async def spy(task_id: str) -> int:
+                asked.append(task_id)
+                return await request_cancel(task_id)
+
+            _relay(app_b).request_cancel = spy  # type: ignore[method-assign]
+            run, task_id = await _start_on_a(alice, url_a, agent)
+            await asyncio.wait_for(_relay(app_a).listening.wait(), WAIT)
+            refused = await post(bob, url_b, request("tasks/cancel", {"id": task_id}, "c-1"))
+            assert refused["error"]["code"] == -32001, refused
+            assert asked == []  # nothing was requested of A
+            assert not agent.cancelled.is_set()
+            assert await _state(alice, url_b, task_id) == "working"
+            answer = await post(alice, url_b, request("tasks/cancel", {"id": task_id}, "c-2"))
+            assert answer["result"]["status"]["state"] == "canceled"
+            assert asked == [task_id]
+            await asyncio.wait_for(agent.cancelled.wait(), WAIT)
+            await asyncio.wait_for(run.task, WAIT)
+            assert await _state(alice, url_a, task_id) == "canceled"
         finally:
             agent.go.set()
             if task_id:
