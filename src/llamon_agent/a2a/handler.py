@@ -115,6 +115,8 @@ _Stopped = Callable[[Exception], Awaitable[None]]
 
 logger = logging.getLogger("llamon_agent.a2a")
 
+REMOTE_CANCEL_WAIT: Final = 10.0
+"""Seconds a cancel of a task another replica runs waits for the run's end to arrive."""
 RUN_END_WAIT: Final = 30.0
 """Seconds a cancel waits for the run it ended (or lost to) to have its end stored."""
 CLOSE_WAIT: Final = 10.0
@@ -236,7 +238,12 @@ class LlamonRequestHandler(DefaultRequestHandler):
     ``relay`` (``llamon_agent.a2a.relay``; ``None``: none): every event of the runs this
     handler executes is posted to it, and a ``tasks/resubscribe`` of a task that is
     running elsewhere (in the shared store, not ended, no run here) follows its events
-    there.
+    there. A ``tasks/cancel`` of such a task stores nothing here: it asks every replica
+    through the relay to cancel it and answers the end the run's events then carry
+    (``canceled``, or -32002 naming the state that came first), waiting at most
+    ``remote_cancel_wait`` seconds (then ``UPSTREAM_TIMEOUT`` / ``cancel_unconfirmed``,
+    retriable); ``start_listening`` makes this handler cancel, as a local ``tasks/cancel``
+    does, the runs it holds that another replica was asked to cancel.
     """
 
     agent_executor: CustomAgentExecutor
@@ -249,11 +256,14 @@ class LlamonRequestHandler(DefaultRequestHandler):
         *,
         idempotency_window: float = DEFAULT_WINDOW,
         relay: EventRelay | None = None,
+        remote_cancel_wait: float = REMOTE_CANCEL_WAIT,
         **kwargs: Any,
     ) -> None:
         post = relay.post if relay is not None else None
         kwargs.setdefault("queue_manager", LlamonQueueManager(post))
         self.relay = relay
+        self.remote_cancel_wait = remote_cancel_wait
+        self._listener: asyncio.Task[None] | None = None
         guarded = guard_task_store(task_store)
         super().__init__(agent_executor, OwnedTaskStore(guarded), **kwargs)
         self.guarded_store: GuardedTaskStore = guarded
@@ -269,6 +279,11 @@ class LlamonRequestHandler(DefaultRequestHandler):
         (at most ``CLOSE_WAIT`` seconds), so no task is left pending when the event loop
         closes."""
         self._closed = True
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listener
+            self._listener = None
         for _ in range(3):  # a cancelled one may start another (a stream's consumer)
             pending = [
                 task
@@ -280,6 +295,30 @@ class LlamonRequestHandler(DefaultRequestHandler):
             for task in pending:
                 task.cancel()
             await asyncio.wait(pending, timeout=CLOSE_WAIT)
+
+    def start_listening(self) -> None:
+        """With a relay: start receiving cancel requests other replicas publish (stopped
+        by ``aclose``); each one for a task running here is cancelled as a local
+        ``tasks/cancel`` would, the others are ignored. Without a relay: nothing."""
+        if self.relay is None or self._listener is not None:
+            return
+        listen = self.relay.listen_cancels(self._cancel_requested)
+        self._listener = asyncio.get_running_loop().create_task(listen)
+
+    def _cancel_requested(self, task_id: str) -> None:
+        """A replica asked to cancel ``task_id``: cancel it if a run of it is here."""
+        if self._closed or self._claims.running(task_id) is None:
+            return
+        task = asyncio.get_running_loop().create_task(self._cancel_here(task_id))
+        self._track_background_task(task)
+
+    async def _cancel_here(self, task_id: str) -> None:
+        """Cancel the run of ``task_id`` here, as ``tasks/cancel`` does; its events (the
+        canceled end, or the end that came first) reach the relay as the run's own."""
+        try:
+            await self._cancel_task(TaskIdParams(id=task_id), None, here=True)
+        except Exception as exc:  # the run ended first, or the store failed: its answer
+            logger.debug("task %s: a requested cancel ended with %s", task_id, type(exc).__name__)
 
     def _track_background_task(self, task: asyncio.Task[Any]) -> None:
         """a2a-sdk's tracking of a background task; once the server stopped (``aclose``),
@@ -641,15 +680,22 @@ class LlamonRequestHandler(DefaultRequestHandler):
         with as_protocol_errors():
             return await self._cancel_task(params, context)
 
-    async def _cancel_task(self, params: TaskIdParams, context: ServerCallContext | None) -> Task:
+    async def _cancel_task(
+        self, params: TaskIdParams, context: ServerCallContext | None, *, here: bool = False
+    ) -> Task:
         """End ``params.id`` canceled, deciding against its run in the task's critical section.
 
         A task nothing runs is ended in the store at once. A running one is ended through
         its run's claim: if the cancel wins, the agent is cancelled and the run publishes
         nothing more; either way the answer waits until the run's end is stored, and is
         that end. A run that ended with a new question before the cancel reached it leaves
-        a paused task, which is then canceled like any.
+        a paused task, which is then canceled like any. With a relay and unless ``here``, a
+        task running on another replica is cancelled there (``_cancel_elsewhere``).
         """
+        if self.relay is not None and not here:
+            elsewhere = await self._running_elsewhere(params.id, context)
+            if elsewhere is not None:
+                return await self._cancel_elsewhere(self.relay, elsewhere, context)
         for _ in range(3):
             task = await self.task_store.get(params.id, context)
             if task is None:
@@ -675,6 +721,58 @@ class LlamonRequestHandler(DefaultRequestHandler):
             if state in TERMINAL_STATES:
                 raise _not_cancelable(state)
         raise _not_cancelable(state)
+
+    async def _cancel_elsewhere(
+        self, relay: EventRelay, task: Task, context: ServerCallContext | None
+    ) -> Task:
+        """Cancel ``task``, run by another replica: request it through the relay and answer
+        the end its run's events carry (waiting at most ``remote_cancel_wait`` seconds)."""
+        latest = await relay.last(task.id)
+        if latest is not None and _ends_run(latest[1]):
+            return await self._remote_end(task.id, context, latest[1])
+        after = latest[0] if latest is not None else "0-0"
+        await relay.request_cancel(task.id)
+
+        async def ended() -> bool:
+            stored = await self.task_store.get(task.id, context)
+            return stored is None or stored.status.state in TERMINAL_STATES | PAUSED_STATES
+
+        end: Event | None = None
+        try:
+            async with asyncio.timeout(self.remote_cancel_wait):
+                follow = relay.follow(task.id, after, idle=ended)
+                events = cast("AsyncGenerator[tuple[str, Event]]", follow)
+                async with contextlib.aclosing(events):
+                    async for _, event in events:
+                        if _ends_run(event):
+                            end = event
+        except TimeoutError:
+            from llamon_agent.a2a.relay import CancelUnconfirmedError  # the redis extra's
+
+            raise CancelUnconfirmedError from None
+        return await self._remote_end(task.id, context, end)
+
+    async def _remote_end(
+        self, task_id: str, context: ServerCallContext | None, end: Event | None
+    ) -> Task:
+        """The answer to a cancel of a run that ended elsewhere with ``end`` (``None``: its
+        end is the stored one): the canceled task, else -32002 naming the state that came
+        first; a run that ended with a question leaves a paused task, canceled here."""
+        stored = await self.task_store.get(task_id, context)
+        if stored is None:
+            raise ServerError(error=TaskNotFoundError())
+        status = stored.status
+        if isinstance(end, TaskStatusUpdateEvent | Task):
+            status = end.status
+        elif isinstance(end, Message):
+            status = TaskStatus(state=TaskState.completed, timestamp=_now())
+        if status.state in PAUSED_STATES:
+            return await self._cancel_idle(task_id, context)
+        if status.state != TaskState.canceled:
+            raise _not_cancelable(status.state)
+        if stored.status.state != TaskState.canceled:  # the end is known, not yet stored
+            return stored.model_copy(update={"status": status})
+        return stored
 
     async def _cancel_run(self, claim: RunClaim, task: Task) -> bool:
         """Ask ``claim``'s run to end canceled; ``True`` when this cancel won (the agent is

@@ -21,6 +21,16 @@ nothing of this exists and nothing is published.
   cancelled promptly, and ``idle`` (called after each empty block) may end it early.
   Redis not answering raises ``RelayUnavailableError`` (``UPSTREAM_UNAVAILABLE`` /
   ``event_relay_unavailable``, retriable).
+* ``EventRelay.request_cancel(task_id)``: asks every replica to cancel the task, a
+  ``PUBLISH`` of its id on the channel ``llamon:cancel`` (``cancel_channel``). Pub/sub,
+  not a stream: a cancel request matters only while the run goes on, so it is never kept
+  for a replica that listens later (nothing to trim, nothing to expire); the one that asked
+  learns the outcome from the task's event stream, and a request lost to a reconnecting
+  listener ends in its bounded wait (``CancelUnconfirmedError``, retriable).
+* ``EventRelay.listen_cancels(on_request)``: until cancelled, hands each requested task id
+  to ``on_request``; ``listening`` is set while subscribed. Redis not answering is one
+  WARNING (never the address; again only after it answered once more) and a new attempt
+  after a growing pause (``retry_backoff``, up to ``MAX_BACKOFF`` seconds); it never raises.
 """
 
 from __future__ import annotations
@@ -46,9 +56,12 @@ with requires_extra("redis", "the Redis event relay"):
     from redis.exceptions import RedisError
 
 __all__ = [
+    "DEFAULT_CANCEL_CHANNEL",
     "DEFAULT_EXPIRE",
     "DEFAULT_MAXLEN",
     "DEFAULT_PREFIX",
+    "MAX_BACKOFF",
+    "CancelUnconfirmedError",
     "EventRelay",
     "RelayUnavailableError",
     "is_final_event",
@@ -66,6 +79,10 @@ DEFAULT_BLOCK: Final = 1.0
 """Seconds one ``XREAD`` of ``follow`` waits for an event."""
 DEFAULT_BUFFER: Final = 10_000
 """Events ``post`` holds while they wait to be published; more are dropped."""
+DEFAULT_CANCEL_CHANNEL: Final = "llamon:cancel"
+"""The pub/sub channel cancel requests are published on (each message: a task id)."""
+MAX_BACKOFF: Final = 5.0
+"""The longest pause (seconds) before the cancel listener tries Redis again."""
 _CONNECT_TIMEOUT: Final = 2.0
 _BATCH: Final = 256
 
@@ -91,6 +108,20 @@ class RelayUnavailableError(
 
     def __init__(self) -> None:
         super().__init__("The event relay is unavailable; send the request again.")
+
+
+class CancelUnconfirmedError(
+    LlamonError,
+    code=ErrorCode.UPSTREAM_TIMEOUT,
+    reason="cancel_unconfirmed",
+    retriable=True,
+):
+    """A ``tasks/cancel`` of a task another replica runs: the run's end did not arrive in
+    time, so whether it was canceled is not known yet; send the cancel again (or
+    ``tasks/get``)."""
+
+    def __init__(self) -> None:
+        super().__init__("The task's end did not arrive in time; send the cancel again.")
 
 
 def is_final_event(event: Event) -> bool:
@@ -134,11 +165,15 @@ class EventRelay:
         expire: float = DEFAULT_EXPIRE,
         block: float = DEFAULT_BLOCK,
         buffer: int = DEFAULT_BUFFER,
+        cancel_channel: str = DEFAULT_CANCEL_CHANNEL,
+        retry_backoff: float = 0.1,
     ) -> None:
         if (url is None) == (client is None):
             raise ValueError("give EventRelay a Redis URL or a client, not both")
-        if maxlen < 1 or expire <= 0 or block <= 0 or buffer < 1:
-            raise ValueError("EventRelay's maxlen, expire, block and buffer must be positive")
+        if maxlen < 1 or expire <= 0 or block <= 0 or buffer < 1 or retry_backoff <= 0:
+            raise ValueError(
+                "EventRelay's maxlen, expire, block, buffer and retry_backoff must be positive"
+            )
         if client is None:
             assert url is not None  # noqa: S101 - checked above
             client = Redis.from_url(
@@ -160,6 +195,10 @@ class EventRelay:
         self._writer: asyncio.Task[None] | None = None
         self._failing = False  # a WARNING was logged; the next one after a success
         self._dropping = False
+        self.cancel_channel = cancel_channel
+        self.retry_backoff = retry_backoff
+        self.listening = asyncio.Event()
+        """Set while ``listen_cancels`` is subscribed (cleared when Redis is lost)."""
 
     def key(self, task_id: str) -> str:
         """The stream of ``task_id``."""
@@ -271,6 +310,50 @@ class EventRelay:
                     yield last, event
                     if is_final_event(event):
                         return
+
+    async def request_cancel(self, task_id: str) -> int:
+        """Ask every listening replica to cancel ``task_id``; how many replicas heard it.
+        ``RelayUnavailableError`` when Redis does not answer."""
+        try:
+            heard = await self.redis.publish(self.cancel_channel, task_id)
+        except (RedisError, OSError) as exc:
+            raise RelayUnavailableError from exc
+        return int(heard)
+
+    async def listen_cancels(self, on_request: Callable[[str], None]) -> None:
+        """Hand each task id a replica asks to cancel to ``on_request`` (which must not
+        block), until cancelled; Redis failures are logged once and retried with backoff,
+        never raised (see the module docstring)."""
+        backoff = self.retry_backoff
+        failing = False
+        while True:
+            pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(self.cancel_channel)
+                self.listening.set()
+                if failing:
+                    failing = False
+                    logger.info("cancel requests: Redis answers again")
+                backoff = self.retry_backoff
+                while True:
+                    message = await pubsub.get_message(timeout=self.block)
+                    if message is not None and isinstance(message.get("data"), str):
+                        on_request(message["data"])
+            except (RedisError, OSError) as exc:
+                self.listening.clear()
+                if not failing:
+                    failing = True
+                    logger.warning(
+                        "cancel requests: Redis did not answer (%s); cancels sent to other "
+                        "replicas do not reach the tasks run here until it answers again",
+                        type(exc).__name__,
+                    )
+            finally:
+                self.listening.clear()
+                with contextlib.suppress(RedisError, OSError):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF)
 
     async def aclose(self, within: float = 5.0) -> None:
         """Publish what is still posted (at most ``within`` seconds), then close the client."""

@@ -503,6 +503,10 @@ def create_app(
     ``tasks/resubscribe`` of a task another replica runs on the same task store streams
     its events from there instead of answering task-not-found; Redis down then ends that
     stream with ``UPSTREAM_UNAVAILABLE`` / ``event_relay_unavailable`` (retriable).
+    A ``tasks/cancel`` of a task another replica runs asks that replica, through Redis,
+    to cancel it, and answers the run's real end: ``canceled``, -32002 if it ended first,
+    ``UPSTREAM_TIMEOUT`` / ``cancel_unconfirmed`` (retriable) if its end does not arrive
+    within 10 s; every replica cancels the runs it holds that way.
     ``app.state.llamon_event_relay`` holds the relay (``None`` without ``redis_url``).
     """
     install_log_scrubbing()
@@ -562,6 +566,7 @@ def create_app(
                 "never run this in production",
                 FAULTS_EXTENSION_URI,
             )
+        handler.start_listening()  # with redis_url: cancels other replicas were sent
         try:
             yield
         finally:

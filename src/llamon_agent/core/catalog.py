@@ -573,6 +573,14 @@ _ENTRIES: Final[tuple[tuple[str, Stage, ErrorCode, bool, str, str], ...]] = (
         "Redis, which relays the events of tasks other replicas run, did not answer",
     ),
     (
+        "cancel_unconfirmed",
+        _S.SERVICE,
+        _E.UPSTREAM_TIMEOUT,
+        True,
+        "send_the_cancel_again_or_get_the_task",
+        "a cancel of a task another replica runs: the run's end did not arrive in time",
+    ),
+    (
         "uncaught_server_error",
         _S.SERVICE,
         _E.INTERNAL_ERROR,
