@@ -41,7 +41,7 @@ import json
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Final, cast
+from typing import Any, Final, cast
 
 from a2a.server.events.event_queue import Event
 from a2a.types import Message, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent
@@ -95,6 +95,12 @@ _KINDS: Final[dict[str, _Model]] = {
     "status-update": TaskStatusUpdateEvent,
     "artifact-update": TaskArtifactUpdateEvent,
 }
+
+
+def _retrieved(read: asyncio.Future[Any]) -> None:
+    """Mark a read's outcome as seen (a cancelled follower's read may end later)."""
+    if not read.cancelled():
+        read.exception()
 
 
 class RelayUnavailableError(
@@ -295,8 +301,18 @@ class EventRelay:
         last = after
         block = max(1, round(self.block * 1000))
         while True:
+            read = asyncio.ensure_future(self.redis.xread({key: last}, count=_BATCH, block=block))
+            read.add_done_callback(_retrieved)
             try:
-                reply = await self.redis.xread({key: last}, count=_BATCH, block=block)
+                # Waiting on the read through asyncio.wait makes a cancellation of this
+                # follower take effect at once: redis-py can absorb a cancel that lands in a
+                # blocked read, and the read then goes on until its block ends.
+                await asyncio.wait({read})
+            except asyncio.CancelledError:
+                read.cancel()
+                raise
+            try:
+                reply = read.result()
             except (RedisError, OSError) as exc:
                 raise RelayUnavailableError from exc
             if not reply:
