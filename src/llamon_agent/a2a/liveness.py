@@ -195,6 +195,8 @@ class Liveness:
         self._healthy_since: float | None = None
         self.beating = asyncio.Event()
         """Set while this worker's beats succeed (cleared when Redis does not answer)."""
+        self.sweeps = 0
+        """Background sweeps completed so far."""
 
     def key(self, worker: str) -> str:
         """The key whose presence says ``worker`` is alive."""
@@ -311,9 +313,11 @@ class Liveness:
     async def _quiet_sweep(self) -> list[str]:
         """``sweep``, with Redis not answering left to the next beat to report."""
         try:
-            return await self.sweep()
+            claimed = await self.sweep()
         except (RedisError, OSError):
             return []
+        self.sweeps += 1
+        return claimed
 
     async def aclose(self) -> None:
         """Stop beating (a sweep under way may finish, a few seconds at most), delete this
