@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, cast
@@ -16,9 +17,13 @@ import pytest
 from a2a.types import DataPart, Task, TaskState, TaskStatus, TextPart
 from redis.asyncio import Redis
 
+from llamon_agent.a2a.agent import AgentContext
+from llamon_agent.a2a.executor import CustomAgentExecutor
 from llamon_agent.a2a.liveness import Liveness, ending_tasks_of, intervals
+from llamon_agent.a2a.server import create_app
 from llamon_agent.a2a.stores import WORKER_METADATA_KEY, Stores, open_stores
 from llamon_agent.a2a.stores.failures import FailureQuery
+from tests._support.a2a_server import make_card, running_server
 from tests._support.redis_server import (
     SHARED_REDIS_URL,
     delete_prefix,
@@ -420,3 +425,47 @@ def test_intervals_come_from_arguments_settings_or_defaults(
 
 async def _no_tasks() -> list[str]:
     return []
+
+
+async def test_create_app_with_a_redis_url_beats_while_serving_and_leaves_on_shutdown() -> None:
+    worker = f"test-{uuid.uuid4().hex}"
+    async with postgres_schema() as dsn:
+        stores = await open_stores("postgres", dsn=dsn)
+        try:
+            executor = CustomAgentExecutor(echo, task_store=stores.task_store, worker=worker)
+            app = create_app(
+                echo,
+                make_card(),
+                task_store=stores.task_store,
+                executor=executor,
+                redis_url=SHARED_REDIS_URL,
+                heartbeat=BEAT,
+                worker_lease=LEASE,
+            )
+            liveness = app.state.llamon_liveness
+            assert isinstance(liveness, Liveness)
+            assert (liveness.beat_seconds, liveness.lease_seconds, liveness.worker) == (
+                BEAT,
+                LEASE,
+                worker,
+            )
+            admin = Redis.from_url(SHARED_REDIS_URL, decode_responses=True)
+            try:
+                async with running_server(app):
+
+                    async def registered() -> bool:
+                        return bool(await admin.sismember("llamon:workers", worker))
+
+                    await until(registered)  # at startup, once the app's lifespan began
+                    assert await admin.exists(f"llamon:worker:{worker}") == 1
+                assert await admin.exists(f"llamon:worker:{worker}") == 0
+                assert not await admin.sismember("llamon:workers", worker)
+            finally:
+                await admin.aclose()
+        finally:
+            await stores.close()
+    assert create_app(echo, make_card()).state.llamon_liveness is None  # no Redis: none
+
+
+async def echo(ctx: AgentContext) -> str:
+    return f"echo {ctx.text}"

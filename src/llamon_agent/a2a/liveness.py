@@ -267,9 +267,14 @@ class Liveness:
             self._runner = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
+        """Beat every ``beat_seconds`` until cancelled; a failure of any kind is logged (its
+        type only) and the next beat comes all the same."""
         while True:
             await asyncio.sleep(self.beat_seconds)
-            await self._step()
+            try:
+                await self._step()
+            except Exception as exc:  # anything else: the beats must go on
+                logger.warning("worker liveness: a beat failed (%s)", type(exc).__name__)
 
     async def _step(self) -> None:
         """One beat, its logging and health bookkeeping, and a sweep when one is due."""
@@ -315,6 +320,9 @@ class Liveness:
         try:
             claimed = await self.sweep()
         except (RedisError, OSError):
+            return []
+        except Exception as exc:  # anything else: the next sweep comes all the same
+            logger.warning("worker liveness: a sweep failed (%s)", type(exc).__name__)
             return []
         self.sweeps += 1
         return claimed
