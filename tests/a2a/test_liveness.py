@@ -15,6 +15,7 @@ from typing import Any, cast
 
 import pytest
 from a2a.types import DataPart, Task, TaskState, TaskStatus, TextPart
+from redis import Redis as SyncRedis
 from redis.asyncio import Redis
 
 from llamon_agent.a2a.agent import AgentContext
@@ -238,6 +239,34 @@ async def test_a_worker_whose_lease_ran_out_warns_once_and_registers_again(
         async def back() -> bool:
             present = await worker.redis.exists(worker.key("worker-a"))
             return bool(present) and "worker-a" in await roster(worker)
+
+        await until(back)
+        warnings = [r.getMessage() for r in caplog.records if r.name == "llamon_agent.a2a"]
+        assert warnings == [
+            "worker liveness: this worker's lease ran out (it did not beat for 1 s) and "
+            "another replica may have ended its tasks; registered again"
+        ]
+
+
+async def test_a_worker_paused_past_its_lease_warns_once_and_registers_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="llamon_agent.a2a")
+    async with fleet() as running:
+        worker = await running.liveness("worker-a")
+        await worker.start()
+        key = worker.key("worker-a")
+        blocking = SyncRedis.from_url(SHARED_REDIS_URL)
+        try:
+            # the whole process pauses (its event loop does not run) until its key ran out
+            deadline = time.monotonic() + WAIT
+            while blocking.exists(key):
+                assert time.monotonic() < deadline, "the key did not run out"
+        finally:
+            blocking.close()
+
+        async def back() -> bool:
+            return bool(await worker.redis.exists(key))
 
         await until(back)
         warnings = [r.getMessage() for r in caplog.records if r.name == "llamon_agent.a2a"]

@@ -295,7 +295,9 @@ class Liveness:
                     self.beat_seconds,
                 )
             return
-        recovering = self._failing or stalled
+        # after an outage the key may simply have run out meanwhile (or Redis restarted
+        # empty): that is no news; after a pause of this process (stalled) it is
+        recovering = self._failing
         if self._failing:
             self._failing = False
             logger.info("worker liveness: Redis answers again")
