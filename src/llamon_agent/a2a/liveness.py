@@ -27,9 +27,9 @@ this exists: a crashed worker's tasks are ended when a process with its worker i
   after Redis did not answer (or the process or Redis stalled for more than a lease),
   every lease may have run out, and the replicas that are alive get one lease to beat again
   before any of them is taken for dead.
-* A worker that finds its own key or roster entry gone although it beat in time (paused
-  for longer than the lease; its tasks may have been ended) logs one WARNING and registers
-  again.
+* A worker that finds its own key or roster entry gone (it was paused for longer than the
+  lease, and its tasks may have been ended) logs one WARNING and registers again; after a
+  Redis outage it noticed, that is expected and not logged.
 * Redis not answering: one WARNING (never the address; again only after Redis answered
   once more), beats go on being tried every ``beat`` seconds, and nothing else stops.
 * ``aclose`` (a clean shutdown, after the server ended its own tasks): deletes this
