@@ -42,7 +42,7 @@ from llamon_agent.a2a.stores.failures_cli import (
 )
 from llamon_agent.a2a.stores.triage_cli import triage_command
 from llamon_agent.catalog.cli import catalog_app
-from llamon_agent.cli_errors import UserError, listen_problem, store_problem
+from llamon_agent.cli_errors import UserError, listen_problem, redis_problem, store_problem
 from llamon_agent.core.catalog import reason_catalog
 from llamon_agent.core.classify import registered_rules
 from llamon_agent.core.codes import ERROR_CODE_TABLE, JSON_RPC_CODE_TO_ERROR_CODE
@@ -383,7 +383,7 @@ def serve_command(
     try:
         asyncio.run(serve_agent(agent, agent_card, options, on_ready=ready, sock=sock))
     except Exception as exc:
-        problem = None if started else store_problem(exc, home=home)
+        problem = None if started else store_problem(exc, home=home) or redis_problem(exc)
         if problem is None:
             raise
         _fail(problem, 1)
@@ -491,11 +491,16 @@ def console_command(
 
 
 def _check_redis_extra() -> None:
-    """``UserError`` naming the extra when ``--redis-url`` cannot be used."""
+    """``UserError`` naming the extra when ``--redis-url`` cannot be used, or the setting
+    when the heartbeat settings do not fit."""
     try:
-        import llamon_agent.a2a.relay  # noqa: F401 - the redis extra's package
+        from llamon_agent.a2a.liveness import intervals  # the redis extra's package
     except ImportError as exc:
         raise UserError(f"--redis-url: {exc}") from exc
+    try:
+        intervals()  # LLAMON_HEARTBEAT_SECONDS / LLAMON_WORKER_LEASE_SECONDS
+    except ValueError as exc:
+        raise UserError(f"--redis-url: {exc}.") from exc
 
 
 def _check_metrics_extra() -> None:

@@ -4,7 +4,8 @@
 the problem and the fix for an exception raised while the server starts: a port in use,
 out of range or not available; a ``tasks.db`` that is corrupt, unwritable or written by a
 newer llamon; a PostgreSQL database that does not exist, rejects the login or cannot be
-reached. They return ``None`` for anything else (a bug, which keeps its traceback).
+reached; ``redis_problem`` one line for a Redis at ``--redis-url`` that does not answer.
+They return ``None`` for anything else (a bug, which keeps its traceback).
 ``UserError`` carries such a message from the command's own checks. No line repeats a
 database URL, a password or a database host: the operator knows which ones they gave, and
 terminal output ends up in CI logs.
@@ -22,7 +23,7 @@ from typing import Final
 from llamon_agent.a2a.stores import SQLITE_FILENAME
 from llamon_agent.a2a.stores.sqlite import SQLITE_SCHEMA_VERSION
 
-__all__ = ["UserError", "listen_problem", "store_problem"]
+__all__ = ["UserError", "listen_problem", "redis_problem", "store_problem"]
 
 _DATABASE_URL: Final = "--database-url (or LLAMON_DATABASE_URL)"
 
@@ -145,6 +146,18 @@ def listen_problem(exc: BaseException, *, host: str, port: int) -> str | None:
         f"cannot listen on {host}:{port} ({exc.strerror or 'refused by the system'}).\n"
         "  Use an address of this machine (--host) and a port you may open (--port)."
     )
+
+
+def redis_problem(exc: BaseException) -> str | None:
+    """One line for a Redis at ``--redis-url`` that did not answer at startup, else
+    ``None`` (the URL, which may hold a password, is never repeated)."""
+    try:
+        from llamon_agent.a2a.relay import RelayUnavailableError  # the redis extra's
+    except ImportError:
+        return None
+    if any(isinstance(item, RelayUnavailableError) for item in _chain(exc)):
+        return "Redis at --redis-url did not answer; start it, or fix the host and port in the URL."
+    return None
 
 
 def store_problem(exc: BaseException, *, home: str) -> str | None:

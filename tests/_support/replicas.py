@@ -239,10 +239,10 @@ async def _drain(process: asyncio.subprocess.Process, into: list[str]) -> None:
 
 
 async def _start_replica(
-    index: int, home: Path, options: list[str], agent: tuple[str, ...]
+    index: int, home: Path, options: list[str], agent: tuple[str, ...], extra: dict[str, str]
 ) -> Replica:
     worker_id = f"replica-{index}"
-    env = {**os.environ, HOME_ENV: str(home), WORKER_ID_ENV: worker_id}
+    env = {**os.environ, **extra, HOME_ENV: str(home), WORKER_ID_ENV: worker_id}
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -304,11 +304,13 @@ async def replicas(
     agent: str | None = None,
     upstream_keepalive: int = 32,
     options: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[Fleet]:
     """``n`` replicas of ``agent`` (``module:agent`` with its default card; None: the demo
     agent) on PostgreSQL at ``database_url``, behind one nginx; see the module docstring.
     ``redis_url`` is passed as ``--redis-url`` when given; ``options`` are more ``serve``
-    options for every replica."""
+    options for every replica, ``env`` more environment variables (``LLAMON_HEARTBEAT_SECONDS``
+    ...) for each."""
     executable = nginx_path()
     if executable is None:
         raise RuntimeError("nginx is not installed (apt-get install nginx)")
@@ -333,7 +335,7 @@ async def replicas(
         for index in range(n):
             home = root / f"home-{index}"
             home.mkdir()
-            replica = await _start_replica(index, home, serve_options, target)
+            replica = await _start_replica(index, home, serve_options, target, env or {})
             started.append(replica)
             drains.append(asyncio.create_task(_drain(replica.process, replica.stderr)))
         prefix = root / "nginx"

@@ -195,3 +195,42 @@ def test_a_database_url_that_is_not_postgres(tmp_path: Path) -> None:
     assert_short_error(code, output, "is not a PostgreSQL URL", "postgresql://")
     assert PG_PASSWORD not in output
     assert "db.internal" not in output
+
+
+def test_a_redis_that_does_not_answer_is_refused_in_one_line(tmp_path: Path) -> None:
+    free = socket.socket()
+    free.bind(("127.0.0.1", 0))
+    port = free.getsockname()[1]
+    free.close()  # nothing listens there now
+    url = f"redis://:{PG_PASSWORD}@127.0.0.1:{port}/0"
+    code, output = llamon(
+        "serve", AGENT, "--port", "0", "--store", "sqlite", "--redis-url", url, home=tmp_path
+    )
+    assert code == 1  # as for a PostgreSQL that refuses
+    assert output.strip().splitlines() == [
+        "llamon serve: Redis at --redis-url did not answer; start it, or fix the host and "
+        "port in the URL."
+    ]
+    assert not (tmp_path / "tasks.db").exists()  # refused before any store was opened
+    assert PG_PASSWORD not in output
+    assert str(port) not in output
+
+
+def test_heartbeat_settings_that_do_not_fit_are_refused_in_one_line(tmp_path: Path) -> None:
+    code, output = llamon(
+        "serve",
+        AGENT,
+        "--port",
+        "0",
+        "--redis-url",
+        "redis://127.0.0.1:6379/0",
+        home=tmp_path,
+        LLAMON_HEARTBEAT_SECONDS="5",
+        LLAMON_WORKER_LEASE_SECONDS="5",
+    )
+    assert code == 2
+    assert output.strip().splitlines() == [
+        "llamon serve: --redis-url: the worker lease (LLAMON_WORKER_LEASE_SECONDS, 5 s) must "
+        "be longer than the heartbeat (LLAMON_HEARTBEAT_SECONDS, 5 s); three beats or more "
+        "is usual."
+    ]

@@ -122,7 +122,15 @@ class ServeOptions:
     """On a clean shutdown, mark the published version ``deprecated`` in the catalog."""
     redis_url: str | None = field(default=None, repr=False)
     """Relay live task events across replicas through this Redis (``create_app(redis_url=)``;
-    needs the ``redis`` extra); ``None``: no relay."""
+    needs the ``redis`` extra), and end the tasks of replicas that stop beating there
+    (``a2a.liveness``); ``None``: neither. A Redis that does not answer at startup is
+    refused (``RelayUnavailableError``) before anything is opened."""
+    heartbeat: float | None = None
+    """Seconds between this worker's beats in Redis (``create_app(heartbeat=)``); ``None``:
+    ``LLAMON_HEARTBEAT_SECONDS``, else 5."""
+    worker_lease: float | None = None
+    """Seconds without a beat after which a replica counts as dead
+    (``create_app(worker_lease=)``); ``None``: ``LLAMON_WORKER_LEASE_SECONDS``, else 15."""
 
 
 def fault_injection_problem(host: str, *, force: bool = False) -> str | None:
@@ -332,7 +340,8 @@ async def serve_agent(
     ``sock``: a socket from ``bind_socket`` to serve on instead of ``options.host/port``
     (closed when serving ends). ``ValueError`` before anything listens when a console
     without credentials, or fault injection without ``force_fault_injection``, would be
-    served on an address that is not loopback.
+    served on an address that is not loopback. With ``options.redis_url``, a Redis that
+    does not answer a ``PING`` raises ``RelayUnavailableError`` before any store is opened.
     """
     options = options or ServeOptions()
     bound = options.host if sock is None else str(sock.getsockname()[0])
@@ -344,6 +353,10 @@ async def serve_agent(
         problem = fault_injection_problem(bound, force=options.force_fault_injection)
         if problem is not None:
             raise ValueError(problem)
+    if options.redis_url is not None:
+        from llamon_agent.a2a.liveness import check_redis  # the redis extra's
+
+        await check_redis(options.redis_url)
     sock = sock or bind_socket(options.host, options.port)
     host, port = sock.getsockname()[:2]
     url = f"http://{host}:{port}/"
@@ -390,6 +403,8 @@ async def serve_agent(
             console=options.console,
             allow_fault_injection=options.allow_fault_injection,
             redis_url=options.redis_url,
+            heartbeat=options.heartbeat,
+            worker_lease=options.worker_lease,
         )
         logging_setup: dict[str, Any] = {}
         if options.log_format is not None:

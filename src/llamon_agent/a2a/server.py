@@ -94,6 +94,7 @@ from llamon_agent.core.settings import idempotency_window_setting, push_allow_se
 from llamon_agent.core.telemetry import span_event_subscriber
 
 if TYPE_CHECKING:
+    from llamon_agent.a2a.liveness import Liveness
     from llamon_agent.a2a.relay import EventRelay
 
 __all__ = ["LlamonA2AApplication", "create_app", "freeze_startup_heap"]
@@ -438,6 +439,8 @@ def create_app(
     console: ConsoleOptions | None = None,
     allow_fault_injection: bool = False,
     redis_url: str | None = None,
+    heartbeat: float | None = None,
+    worker_lease: float | None = None,
 ) -> Starlette:
     """The A2A Starlette app for ``agent`` (anything ``as_agent`` accepts) and its card.
 
@@ -508,6 +511,12 @@ def create_app(
     ``UPSTREAM_TIMEOUT`` / ``cancel_unconfirmed`` (retriable) if its end does not arrive
     within 10 s; every replica cancels the runs it holds that way.
     ``app.state.llamon_event_relay`` holds the relay (``None`` without ``redis_url``).
+    With ``redis_url``, liveness is on as well (``llamon_agent.a2a.liveness``,
+    ``app.state.llamon_liveness``): while serving, this worker beats in Redis every
+    ``heartbeat`` seconds (``None``: ``LLAMON_HEARTBEAT_SECONDS``, else 5) with a lease of
+    ``worker_lease`` seconds (``None``: ``LLAMON_WORKER_LEASE_SECONDS``, else 15; longer
+    than the beat, or ``ValueError``), and the unfinished tasks of a replica that stopped
+    beating are ended ``failed`` / ``worker_lost`` (retriable) within lease + one beat.
     """
     install_log_scrubbing()
     _quiet_client_mistakes()
@@ -543,10 +552,20 @@ def create_app(
     window = DEFAULT_WINDOW if idempotency_window is None else idempotency_window
     card = _declaring_idempotent_sends(card, window)
     relay: EventRelay | None = None
+    liveness: Liveness | None = None
     if redis_url is not None:
         from llamon_agent.a2a import relay as relay_module  # the redis extra's
 
         relay = relay_module.EventRelay(redis_url)
+        from llamon_agent.a2a import liveness as liveness_module  # the redis extra's
+
+        liveness = liveness_module.Liveness(
+            redis_url,
+            worker=executor.worker_id,
+            end_tasks=liveness_module.ending_tasks_of(tasks, executor.failure_store),
+            beat=heartbeat,
+            lease=worker_lease,
+        )
     handler = LlamonRequestHandler(
         executor,
         task_store=tasks,
@@ -567,6 +586,8 @@ def create_app(
                 FAULTS_EXTENSION_URI,
             )
         handler.start_listening()  # with redis_url: cancels other replicas were sent
+        if liveness is not None:
+            await liveness.start()  # beats; ends the tasks of replicas that stopped beating
         try:
             yield
         finally:
@@ -574,6 +595,8 @@ def create_app(
             if ended:
                 logger.warning("server stopping: ended %d running task(s) failed", len(ended))
             await handler.aclose()
+            if liveness is not None:
+                await liveness.aclose()  # its tasks were ended above: nobody sweeps it
             if relay is not None:
                 await relay.aclose()  # what the runs posted last reaches Redis
             if push_sender is not None:
@@ -623,4 +646,5 @@ def create_app(
     app.state.llamon_task_events = task_events
     app.state.llamon_event_store = kept_events
     app.state.llamon_event_relay = relay
+    app.state.llamon_liveness = liveness
     return app

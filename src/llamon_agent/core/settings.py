@@ -32,6 +32,10 @@ operator can change a variable before the part that reads it starts.
   and ``AgentClient("catalog://name@range")`` use when none is passed, and its key.
 * ``LLAMON_CATALOG_CACHE_MAX_AGE`` -- seconds a cached catalog resolution may be used while
   the catalog is unreachable; default 86400 (24 h), ``0``: never.
+* ``LLAMON_HEARTBEAT_SECONDS`` -- with ``--redis-url``: seconds between a replica's
+  heartbeats in Redis; default 5.
+* ``LLAMON_WORKER_LEASE_SECONDS`` -- with ``--redis-url``: seconds without a heartbeat after
+  which a replica counts as dead and the others end its unfinished tasks; default 15.
 
 ``StoreKind`` names where tasks and flow checkpoints live (``open_stores()`` picks
 ``postgres`` when ``LLAMON_DATABASE_URL`` is set, else ``sqlite``).
@@ -56,6 +60,7 @@ __all__ = [
     "EVENTS_MAX_ROWS_ENV",
     "FAILURES_MAX_AGE_ENV",
     "FAILURES_MAX_ROWS_ENV",
+    "HEARTBEAT_ENV",
     "HOME_ENV",
     "IDEMPOTENCY_WINDOW_ENV",
     "LAB_API_KEY_ENV",
@@ -67,6 +72,7 @@ __all__ = [
     "STORE_KINDS",
     "TRIAGE_GUIDE_ENV",
     "WORKER_ID_ENV",
+    "WORKER_LEASE_ENV",
     "StoreKind",
     "catalog_cache_max_age_setting",
     "catalog_key_setting",
@@ -78,6 +84,7 @@ __all__ = [
     "events_max_rows_setting",
     "failures_max_age_setting",
     "failures_max_rows_setting",
+    "heartbeat_setting",
     "home_directory",
     "idempotency_window_setting",
     "llamon_home",
@@ -87,6 +94,7 @@ __all__ = [
     "scrub_logs_enabled",
     "set_debug_errors",
     "worker_id_setting",
+    "worker_lease_setting",
 ]
 
 StoreKind = Literal["sqlite", "memory", "postgres"]
@@ -158,6 +166,12 @@ CATALOG_KEY_ENV: Final = "LLAMON_CATALOG_KEY"
 
 CATALOG_CACHE_MAX_AGE_ENV: Final = "LLAMON_CATALOG_CACHE_MAX_AGE"
 """Seconds a cached catalog resolution may stand in for an unreachable catalog; default 24 h."""
+
+HEARTBEAT_ENV: Final = "LLAMON_HEARTBEAT_SECONDS"
+"""Seconds between a replica's heartbeats in Redis (with a Redis URL); default 5."""
+
+WORKER_LEASE_ENV: Final = "LLAMON_WORKER_LEASE_SECONDS"
+"""Seconds a replica's heartbeat lasts in Redis: past it the replica counts as dead; default 15."""
 
 TRIAGE_GUIDE_ENV: Final = "LLAMON_TRIAGE_GUIDE"
 """A TOML file of triage rows ``llamon triage`` reads on top of the shipped guide."""
@@ -329,3 +343,19 @@ def catalog_cache_max_age_setting() -> float | None:
     Raises ``ValueError`` naming the variable when it is not a finite number >= 0.
     """
     return _seconds_setting(CATALOG_CACHE_MAX_AGE_ENV)
+
+
+def heartbeat_setting() -> float | None:
+    """``$LLAMON_HEARTBEAT_SECONDS``, or None when unset or empty.
+
+    Raises ``ValueError`` naming the variable when it is not a finite number > 0.
+    """
+    return _positive_seconds(HEARTBEAT_ENV)
+
+
+def worker_lease_setting() -> float | None:
+    """``$LLAMON_WORKER_LEASE_SECONDS``, or None when unset or empty.
+
+    Raises ``ValueError`` naming the variable when it is not a finite number > 0.
+    """
+    return _positive_seconds(WORKER_LEASE_ENV)

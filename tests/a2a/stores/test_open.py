@@ -430,6 +430,15 @@ async def test_reconcile_for_a_named_worker(persistent: Stores) -> None:
     assert (await _get(persistent, "mine-working")).status.state is TaskState.working
 
 
+async def test_reconcile_stamped_only_leaves_unstamped_tasks(persistent: Stores) -> None:
+    seeded = _scenario()
+    await _seed(persistent, seeded)
+    ended = await reconcile_orphaned_tasks(persistent, worker=OTHER_WORKER, stamped_only=True)
+    assert ended == ["other-working"]
+    for task_id in ("unstamped-submitted", "unstamped-working", "mine-working"):
+        assert await _get(persistent, task_id) == seeded[task_id]
+
+
 async def test_reconcile_loads_only_the_orphans(
     persistent: Stores, monkeypatch: pytest.MonkeyPatch
 ) -> None:

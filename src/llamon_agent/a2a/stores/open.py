@@ -401,10 +401,12 @@ async def _orphan_ids(store: TaskStore, worker: str) -> list[str]:
         return list((await connection.scalars(query)).all())
 
 
-def _is_orphan(task: Task, worker: str) -> bool:
-    """The same test as ``_orphan_filter``, on a loaded task (it may have moved on)."""
+def _is_orphan(task: Task, worker: str, *, stamped_only: bool = False) -> bool:
+    """The same test as ``_orphan_filter``, on a loaded task (it may have moved on);
+    ``stamped_only``: a task without a stamp is not ``worker``'s."""
     stamp = (task.metadata or {}).get(WORKER_METADATA_KEY)
-    return task.status.state.value in ORPHAN_STATES and (stamp is None or stamp == worker)
+    unstamped = stamp is None and not stamped_only
+    return task.status.state.value in ORPHAN_STATES and (unstamped or stamp == worker)
 
 
 def _ended_as_failed(task: Task, error: ApplicationErrorData) -> Task:
@@ -431,13 +433,14 @@ async def _end_each(
     worker: str,
     error: ApplicationErrorData,
     failures: FailureStore | None = None,
+    stamped_only: bool = False,
 ) -> list[str]:
     """Load, fail and save the tasks one at a time; returns the ids actually ended. Each
     ended task's failure goes to ``failures``."""
     ended: list[str] = []
     for task_id in ids:
         task = await store.get(task_id)
-        if task is None or not _is_orphan(task, worker):
+        if task is None or not _is_orphan(task, worker, stamped_only=stamped_only):
             continue
         await store.save(_ended_as_failed(task, error))
         ended.append(task_id)
@@ -455,6 +458,7 @@ async def reconcile_orphaned_tasks(
     reason: str = "worker_lost",
     retriable: bool = True,
     message: str = "The worker running this task stopped before it finished.",
+    stamped_only: bool = False,
 ) -> list[str]:
     """End as ``failed`` the tasks a stopped worker left ``submitted`` or ``working``.
 
@@ -468,6 +472,8 @@ async def reconcile_orphaned_tasks(
     tasks stamped by other workers are never touched: with replicas sharing PostgreSQL,
     another worker's ``working`` task is most likely still running. Returns the ended ids,
     sorted; memory stores return ``[]`` (their tasks died with the process).
+    ``stamped_only``: end only the tasks stamped with ``worker``, none without a stamp (a
+    live replica ending another, dead one's tasks: ``a2a.liveness``).
 
     Cost: one query that returns only matching ids (SQLite: a partial index over the
     unfinished tasks; PostgreSQL: a scan with the JSON filters run in the database), then
@@ -479,7 +485,7 @@ async def reconcile_orphaned_tasks(
     owner = worker if worker is not None else worker_id()
     error = make_application_error_data(code, reason, message, retriable=retriable)
     ids = await _orphan_ids(store, owner)
-    ended = await _end_each(store, ids, owner, error, stores.failures)
+    ended = await _end_each(store, ids, owner, error, stores.failures, stamped_only)
     if ended:
         logger.warning(
             "ended %d task(s) left unfinished by worker %r; first ids: %s",
