@@ -73,20 +73,58 @@ async def two_replicas(
 
 
 class SSE:
-    """A streaming JSON-RPC request read in the background; ``results`` as they arrive."""
+    """A streaming JSON-RPC request read in the background; ``results`` as they arrive.
 
-    def __init__(self, http: httpx.AsyncClient, url: str, body: dict[str, Any]) -> None:
+    ``headers`` go with the request; ``url`` is the server's base URL (``/`` is added to a
+    URL not ending in one). ``until(predicate)`` waits until ``predicate(replies)`` holds.
+    """
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        url: str,
+        body: dict[str, Any],
+        *,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self.replies: list[dict[str, Any]] = []
         self.arrived = asyncio.Event()
-        self.task = asyncio.create_task(self._read(http, url, body))
+        self._changed = asyncio.Condition()
+        self.ended = False
+        target = url if url.endswith("/") else url + "/"
+        self.task = asyncio.create_task(self._read(http, target, body, headers or {}))
 
-    async def _read(self, http: httpx.AsyncClient, url: str, body: dict[str, Any]) -> None:
-        async with http.stream("POST", url + "/", json=body) as response:
-            assert response.status_code == 200
-            async for line in response.aiter_lines():
-                if line.startswith("data:"):
-                    self.replies.append(json.loads(line.removeprefix("data:").strip()))
-                    self.arrived.set()
+    async def _read(
+        self, http: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str]
+    ) -> None:
+        try:
+            async with http.stream("POST", url, json=body, headers=headers) as response:
+                assert response.status_code == 200
+                async for line in response.aiter_lines():
+                    if line.startswith("data:"):
+                        self.replies.append(json.loads(line.removeprefix("data:").strip()))
+                        self.arrived.set()
+                        await self._notify()
+        finally:
+            self.ended = True
+            await self._notify()  # the stream ended: a waiter learns it
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def until(
+        self, predicate: Callable[[list[dict[str, Any]]], bool], within: float = 10.0
+    ) -> None:
+        """Wait (at most ``within`` seconds) until ``predicate(self.replies)`` holds;
+        ``AssertionError`` when the stream ended first."""
+
+        def holds() -> bool:
+            return predicate(self.replies) or self.ended
+
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(holds), within)
+        assert predicate(self.replies), f"the stream ended first: {self.replies}"
 
     @property
     def results(self) -> list[dict[str, Any]]:
