@@ -36,6 +36,7 @@ pytestmark = pytest.mark.skipif(nginx_path() is None, reason="nginx is not insta
 
 REPLICAS = 3
 AGENT = "tests._support.gated_agent:agent"
+FLOW = "tests._support.birthday_flow:agent"
 WAIT = 15.0
 """Seconds any one step may take."""
 
@@ -281,6 +282,35 @@ async def test_a_question_asked_on_one_replica_is_answered_on_another(fleet: Fle
             http, fleet.url, "message/send", {"message": text_message("next")}, "after"
         )
         assert after["result"]["artifacts"][0]["parts"][0]["text"] == "answered next"
+
+
+async def test_a_flow_paused_on_one_replica_resumes_from_its_checkpoint_on_another(
+    redis: PrivateRedis,
+) -> None:
+    # ``--store postgres`` keeps a served flow's checkpoints in the same database
+    async with (
+        postgres_schema() as dsn,
+        replicas(REPLICAS, database_url=dsn, redis_url=redis.url, agent=FLOW) as fleet,
+        httpx.AsyncClient(timeout=WAIT) as http,
+    ):
+        asked = await _rpc(http, fleet.url, "message/send", {"message": text_message("hi")}, "ask")
+        task = asked["result"]
+        assert task["status"]["state"] == "input-required"
+        runner = fleet.by_address((await fleet.logged(["ask"]))["ask"].answered_by)
+        await _steer_past(http, fleet, runner)
+        answer = text_message("1990-01-01", taskId=task["id"], contextId=task["contextId"])
+        answered = await _rpc(http, fleet.url, "message/send", {"message": answer}, "answer")
+        await _elsewhere(fleet, "answer", runner)
+        result = answered["result"]
+        assert (result["id"], result["status"]["state"]) == (task["id"], "completed"), result
+        # resumed from the checkpoint the runner wrote (a fresh run would ask again)
+        [artifact] = result["artifacts"]
+        assert artifact["parts"] == [{"kind": "text", "text": "born 1990-01-01"}]
+        # the next request is answered: a new question
+        again = await _rpc(
+            http, fleet.url, "message/send", {"message": text_message("hi")}, "again"
+        )
+        assert again["result"]["status"]["state"] == "input-required"
 
 
 async def test_a_runner_killed_mid_stream_ends_the_stream_and_the_next_send_is_answered(
