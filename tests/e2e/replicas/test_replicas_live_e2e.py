@@ -364,9 +364,22 @@ async def test_redis_restarted_mid_stream_a_follower_ends_bounded_and_the_next_s
                 True,
                 "completed",
             )
-        # a next stream after Redis is back works
-        after = _stream(http, fleet, "hello", "after")
-        await asyncio.wait_for(after.task, WAIT)
+        # after Redis is back, a next stream works and is relayed again: followed elsewhere
+        # to its final event, no replica restarted
+        gate = tmp_path / "gate-after"
+        after = _stream(http, fleet, f"gate {gate}", "after")
+        await after.until(_has_c0)
+        task_id = _task_id(after.results[0])
+        runner = await _runner(http, fleet, task_id)
+        await _steer_past(http, fleet, runner)
+        body = request("tasks/resubscribe", {"id": task_id}, "resubscribe-after")
+        again = SSE(http, fleet.url, body, headers={TAG_HEADER: "resubscribe-after"})
+        await _follower_blocked(redis)
+        gate.touch()
+        await asyncio.wait_for(asyncio.gather(after.task, again.task), WAIT)
+        await _elsewhere(fleet, "resubscribe-after", runner)
+        assert _texts(again.results) == ["c1 ", "c2 ", "c0 ", "c1 ", "c2 "]
+        assert again.results[-1] == after.results[-1]
         end = after.results[-1]
         assert (end["final"], end["status"]["state"]) == (True, "completed")
 
