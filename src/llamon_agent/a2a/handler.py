@@ -240,7 +240,9 @@ class LlamonRequestHandler(DefaultRequestHandler):
     ``relay`` (``llamon_agent.a2a.relay``; ``None``: none): every event of the runs this
     handler executes is posted to it, and a ``tasks/resubscribe`` of a task that is
     running elsewhere (in the shared store, not ended, no run here) follows its events
-    there. A ``tasks/cancel`` of such a task stores nothing here: it asks every replica
+    there, as do a repeated ``message/stream`` and a repeated blocking ``message/send``
+    (which then answers the task as stored with the run's end).
+    A ``tasks/cancel`` of such a task stores nothing here: it asks every replica
     through the relay to cancel it and answers the end the run's events then carry
     (``canceled``, or -32002 naming the state that came first), waiting at most
     ``remote_cancel_wait`` seconds (then ``UPSTREAM_TIMEOUT`` / ``cancel_unconfirmed``,
