@@ -1,23 +1,16 @@
 """PostgreSQL stopped under a running server, then started again: the server keeps serving.
 
-The test runs its own PostgreSQL (initdb into a temporary directory, its own free port)
-so it can stop and start it; the shared test server is never touched. While the database
-is down, requests get a classified, retriable ``database_unavailable``; once it is back
-they are served, and a task whose end could not be written during the outage ends
-``failed`` in the database.
+The test runs its own PostgreSQL (``tests._support.postgres_server``: initdb into a
+temporary directory, its own free port) so it can stop and start it; the shared test
+server is never touched. While the database is down, requests get a classified,
+retriable ``database_unavailable``; once it is back they are served, and a task whose
+end could not be written during the outage ends ``failed`` in the database.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import shutil
-import socket
-import tempfile
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -26,6 +19,7 @@ import pytest
 from llamon_agent.a2a.server import create_app
 from llamon_agent.a2a.stores import open_stores
 from tests._support.a2a_server import make_card
+from tests._support.postgres_server import private_postgres
 from tests.a2a.test_wedge import (
     DEADLINE,
     Agent,
@@ -38,67 +32,6 @@ from tests.a2a.test_wedge import (
     state_of,
 )
 
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
-PG_TIMEOUT = 60.0
-
-
-@dataclass
-class OwnPostgres:
-    """A PostgreSQL cluster of this test alone, run as the ``postgres`` user."""
-
-    data: Path
-    port: int
-
-    @property
-    def dsn(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-
-    async def _pg(self, program: str, *args: str) -> None:
-        process = await asyncio.create_subprocess_exec(
-            "runuser",
-            "-u",
-            "postgres",
-            "--",
-            str(PG_BIN / program),
-            *args,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-        )
-        out, _ = await asyncio.wait_for(process.communicate(), PG_TIMEOUT)
-        assert process.returncode == 0, f"{program} failed: {out.decode(errors='replace')}"
-
-    async def start(self) -> None:
-        options = f"-p {self.port} -k {self.data.parent} -c listen_addresses=127.0.0.1"
-        log = str(self.data.parent / "postgres.log")
-        await self._pg("pg_ctl", "-D", str(self.data), "-l", log, "-o", options, "-w", "start")
-
-    async def stop(self) -> None:
-        await self._pg("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@asynccontextmanager
-async def own_postgres() -> AsyncIterator[OwnPostgres]:
-    if not (PG_BIN / "initdb").exists() or shutil.which("runuser") is None:
-        pytest.skip(f"needs PostgreSQL binaries in {PG_BIN} and runuser")
-    root = Path(tempfile.mkdtemp(prefix="llamon-pg-"))
-    shutil.chown(root, "postgres", "postgres")
-    pg = OwnPostgres(root / "data", _free_port())
-    try:
-        await pg._pg("initdb", "-D", str(pg.data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
-        await pg.start()
-        yield pg
-    finally:
-        if (pg.data / "postmaster.pid").exists():
-            await pg.stop()
-        shutil.rmtree(root, ignore_errors=True)
-
 
 def _error(answers: list[dict[str, Any]]) -> dict[str, Any]:
     error: dict[str, Any] = answers[-1]["error"]
@@ -107,7 +40,7 @@ def _error(answers: list[dict[str, Any]]) -> dict[str, Any]:
 
 @pytest.mark.reason("database_unavailable")
 async def test_postgres_down_then_back_the_server_keeps_serving_and_ends_the_task() -> None:
-    async with own_postgres() as pg:
+    async with private_postgres() as pg:
         stores = await open_stores("postgres", dsn=pg.dsn)
         agent = Agent()
         try:
@@ -150,7 +83,7 @@ async def test_postgres_down_then_back_the_server_keeps_serving_and_ends_the_tas
 
 @pytest.mark.reason("database_unavailable")
 async def test_requests_while_postgres_is_down_get_a_retriable_error_quickly() -> None:
-    async with own_postgres() as pg:
+    async with private_postgres() as pg:
         stores = await open_stores("postgres", dsn=pg.dsn)
         try:
             async with serving(

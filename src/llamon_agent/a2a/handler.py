@@ -123,6 +123,8 @@ CLOSE_WAIT: Final = 10.0
 """Seconds a stopping server waits for its cancelled background tasks to end."""
 _CLAIM_TRIES: Final = 3
 """How often a repeat waits for another request starting the same send before it runs."""
+STORED_END_POLL: Final = 0.05
+"""Seconds between reads of a task whose run on another replica ended, until it is stored."""
 CLAIM_GRACE: Final = 10.0
 """Seconds a finished run's claim waits for its reader to store the end before it is let go."""
 
@@ -238,7 +240,9 @@ class LlamonRequestHandler(DefaultRequestHandler):
     ``relay`` (``llamon_agent.a2a.relay``; ``None``: none): every event of the runs this
     handler executes is posted to it, and a ``tasks/resubscribe`` of a task that is
     running elsewhere (in the shared store, not ended, no run here) follows its events
-    there. A ``tasks/cancel`` of such a task stores nothing here: it asks every replica
+    there, as do a repeated ``message/stream`` and a repeated blocking ``message/send``
+    (which then answers the task as stored with the run's end).
+    A ``tasks/cancel`` of such a task stores nothing here: it asks every replica
     through the relay to cancel it and answers the end the run's events then carry
     (``canceled``, or -32002 naming the state that came first), waiting at most
     ``remote_cancel_wait`` seconds (then ``UPSTREAM_TIMEOUT`` / ``cancel_unconfirmed``,
@@ -532,28 +536,59 @@ class LlamonRequestHandler(DefaultRequestHandler):
         self, task: Task, params: MessageSendParams, context: ServerCallContext | None
     ) -> Task:
         """A repeated message/send's answer: ``task`` now, or once its run ends when the
-        send is blocking (as a first blocking send waits)."""
+        send is blocking (as a first blocking send waits) -- the run here, or, with a
+        relay, the run another replica holds: its events are followed to its end, and the
+        answer is the task as stored with that end (``_stored_after_end``)."""
         blocking = not (params.configuration and params.configuration.blocking is False)
         if blocking and task.status.state not in TERMINAL_STATES | PAUSED_STATES:
             claim = self._claims.running(task.id)
             if claim is not None:
                 await claim.done.wait()
+            elif self.relay is not None:
+                elsewhere = await self._running_elsewhere(task.id, context)
+                if elsewhere is not None:
+                    async for _event in self._follow_relay(self.relay, elsewhere, context):
+                        pass  # only its end matters: the answer is the stored task
+                    return apply_history_length(
+                        await self._stored_after_end(task, context), _history_length(params)
+                    )
             # read again either way: a run that ended after ``task`` was read has let its
             # claim go only once its final state is stored
             task = await self.task_store.get(task.id, context) or task
         logger.info("task %s: a repeated message answered with its task", task.id)
-        history_length = params.configuration.history_length if params.configuration else None
-        return apply_history_length(task, history_length)
+        return apply_history_length(task, _history_length(params))
+
+    async def _stored_after_end(self, task: Task, context: ServerCallContext | None) -> Task:
+        """``task`` as stored once its run on another replica ended: the relay carries the
+        run's end before that replica has stored it, so the store is read again (every
+        ``STORED_END_POLL`` seconds, at most ``RUN_END_WAIT``) until it holds an end."""
+        deadline = asyncio.get_running_loop().time() + RUN_END_WAIT
+        while True:
+            stored = await self.task_store.get(task.id, context)
+            if stored is None:
+                raise ServerError(error=TaskNotFoundError())
+            ended = stored.status.state in TERMINAL_STATES | PAUSED_STATES
+            if ended or asyncio.get_running_loop().time() > deadline:
+                logger.info("task %s: a repeated message answered with its task", task.id)
+                return stored
+            await asyncio.sleep(STORED_END_POLL)
 
     async def _stream_again(
         self, task: Task, context: ServerCallContext | None
     ) -> AsyncGenerator[Event]:
         """A repeated message/stream's events: ``task``, then those of its run while it
-        runs (as ``tasks/resubscribe``), ending with its end."""
+        runs (as ``tasks/resubscribe``: with a relay, a run on another replica is followed
+        there), ending with its end."""
         logger.info("task %s: a repeated message answered with its task", task.id)
         yield task
         if task.status.state in TERMINAL_STATES:
             return
+        if self.relay is not None and self._claims.running(task.id) is None:
+            elsewhere = await self._running_elsewhere(task.id, context)
+            if elsewhere is not None:
+                async for event in self._follow_relay(self.relay, elsewhere, context):
+                    yield event
+                return
         if self._claims.running(task.id) is not None:
             with contextlib.suppress(ServerError):  # the run ended before it was followed
                 async for event in super().on_resubscribe_to_task(
@@ -948,6 +983,11 @@ def _not_cancelable(state: TaskState) -> ServerError:
     """-32002, its message naming the state the task is in as on the wire."""
     message = f"Task cannot be canceled - current state: {state.value}"
     return ServerError(error=TaskNotCancelableError(message=message))
+
+
+def _history_length(params: MessageSendParams) -> int | None:
+    """The history length a send asked for (``None``: all of it)."""
+    return params.configuration.history_length if params.configuration else None
 
 
 def _now() -> str:

@@ -10,6 +10,8 @@ nothing of this exists and nothing is published.
   (``maxlen``, default 10 000 entries); the task's final event (a terminal state, or
   ``input-required`` / ``auth-required``) also sets the stream's ``EXPIRE`` (``expire``,
   default 600 s). A failure raises ``RelayUnavailableError``.
+* A command on a connection Redis closed (it restarted) is sent once more on a new one,
+  so the first request after a restart is answered; a Redis still down fails at once.
 * ``EventRelay.post(task_id, event)``: what a run calls for each event. It never waits
   and never raises: the event is serialized at once and published in the background,
   in order (one writer per relay). When Redis does not answer, one WARNING says so (the
@@ -53,6 +55,9 @@ from llamon_agent.exceptions import LlamonError
 
 with requires_extra("redis", "the Redis event relay"):
     from redis.asyncio import Redis
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+    from redis.exceptions import ConnectionError as RedisConnectionError
     from redis.exceptions import RedisError
 
 __all__ = [
@@ -95,6 +100,14 @@ _KINDS: Final[dict[str, _Model]] = {
     "status-update": TaskStatusUpdateEvent,
     "artifact-update": TaskArtifactUpdateEvent,
 }
+
+
+def _reconnect_once() -> Retry:
+    """A command whose connection was closed is sent once more on a new connection: after
+    Redis restarted, the idle pooled connections are dead, and the first command on each
+    would fail although Redis answers (a Redis still down fails the new connection at
+    once; a timeout is never repeated)."""
+    return Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
 
 
 def _retrieved(read: asyncio.Future[Any]) -> None:
@@ -187,6 +200,7 @@ class EventRelay:
                 decode_responses=True,
                 socket_connect_timeout=_CONNECT_TIMEOUT,
                 socket_timeout=block + 5.0,
+                retry=_reconnect_once(),
             )
         self.redis: Redis = client
         self.prefix = prefix

@@ -7,30 +7,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
 
 import httpx
 import pytest
 from a2a.types import AgentCard
-from starlette.applications import Starlette
 
 from llamon_agent.a2a.agent import AgentContext
 from llamon_agent.a2a.auth import AuthConfig
 from llamon_agent.a2a.card import AuthSpec, build_agent_card, skill
-from llamon_agent.a2a.handler import LlamonRequestHandler
-from llamon_agent.a2a.relay import EventRelay
-from llamon_agent.a2a.server import create_app
-from llamon_agent.a2a.stores import open_stores
-from tests._support.a2a_server import make_card, running_server
+from tests._support.a2a_server import running_server
 from tests._support.jsonrpc import assert_error, post, request, text_message
-from tests._support.redis_server import (
-    SHARED_REDIS_URL,
-    delete_prefix,
-    private_redis,
-    unique_prefix,
-)
-from tests._support.stores import postgres_schema
-from tests.e2e.a2a.test_relay_e2e import SSE
+from tests._support.redis_server import SHARED_REDIS_URL, private_redis, unique_prefix
+from tests._support.relay_replicas import SSE, handler_of, relay_of, two_replicas
 
 WAIT = 10.0
 
@@ -72,37 +60,8 @@ def _auth_card() -> AgentCard:
     )
 
 
-@asynccontextmanager
-async def two_replicas(
-    agent: Hanging, redis_url: str | None, *, auth: bool = False
-) -> AsyncIterator[list[Starlette]]:
-    """Apps A and B on one fresh PostgreSQL schema, both relaying through ``redis_url``;
-    with ``auth``, callers alice and bob (API keys)."""
-    async with postgres_schema() as dsn, AsyncExitStack() as stack:
-        apps: list[Starlette] = []
-        card = _auth_card() if auth else make_card()
-        principals = {"alice": KEY_ALICE, "bob": KEY_BOB}
-        config = AuthConfig.from_card(card, principals=principals) if auth else None
-        for _ in range(2):
-            stores = await open_stores("postgres", dsn=dsn)
-            stack.push_async_callback(stores.close)
-            app = create_app(
-                agent, card, auth=config, task_store=stores.task_store, redis_url=redis_url
-            )
-            apps.append(app)
-        yield apps
-
-
-def _relay(app: Starlette) -> EventRelay:
-    relay = app.state.llamon_event_relay
-    assert isinstance(relay, EventRelay)
-    return relay
-
-
-def _handler(app: Starlette) -> LlamonRequestHandler:
-    handler = app.state.llamon_request_handler
-    assert isinstance(handler, LlamonRequestHandler)
-    return handler
+def _auth(card: AgentCard) -> AuthConfig | None:
+    return AuthConfig.from_card(card, principals={"alice": KEY_ALICE, "bob": KEY_BOB})
 
 
 async def _start_on_a(http: httpx.AsyncClient, url_a: str, agent: Hanging) -> tuple[SSE, str]:
@@ -128,10 +87,9 @@ async def test_cancel_on_b_cancels_the_run_on_a_and_answers_canceled() -> None:
         running_server(app_b) as url_b,
         httpx.AsyncClient(timeout=WAIT) as http,
     ):
-        task_id = ""
         try:
             run, task_id = await _start_on_a(http, url_a, agent)
-            await asyncio.wait_for(_relay(app_a).listening.wait(), WAIT)
+            await asyncio.wait_for(relay_of(app_a).listening.wait(), WAIT)
             answer = await post(http, url_b, request("tasks/cancel", {"id": task_id}, "c-1"))
             assert answer["result"]["id"] == task_id
             assert answer["result"]["status"]["state"] == "canceled"
@@ -148,8 +106,6 @@ async def test_cancel_on_b_cancels_the_run_on_a_and_answers_canceled() -> None:
             assert again["error"]["message"].endswith("current state: canceled")
         finally:
             agent.go.set()
-            if task_id:
-                await delete_prefix(f"llamon:events:{task_id}")
 
 
 async def test_a_run_that_completes_before_the_cancel_reaches_it_is_not_cancelable() -> None:
@@ -160,19 +116,18 @@ async def test_a_run_that_completes_before_the_cancel_reaches_it_is_not_cancelab
         running_server(app_b) as url_b,
         httpx.AsyncClient(timeout=WAIT) as http,
     ):
-        task_id = ""
         channel = unique_prefix() + "cancel"
         try:
-            _relay(app_b).cancel_channel = channel  # A never hears this cancel
+            relay_of(app_b).cancel_channel = channel  # A never hears this cancel
             run, task_id = await _start_on_a(http, url_a, agent)
             following = asyncio.Event()
-            follow = _relay(app_b).follow
+            follow = relay_of(app_b).follow
 
             def spy(*args: object, **kwargs: object) -> AsyncIterator[object]:
                 following.set()
                 return follow(*args, **kwargs)  # type: ignore[arg-type]
 
-            _relay(app_b).follow = spy  # type: ignore[method-assign,assignment]
+            relay_of(app_b).follow = spy  # type: ignore[method-assign,assignment]
             cancel = asyncio.create_task(
                 post(http, url_b, request("tasks/cancel", {"id": task_id}, "c-1"))
             )
@@ -189,8 +144,6 @@ async def test_a_run_that_completes_before_the_cancel_reaches_it_is_not_cancelab
             assert await _state(http, url_b, task_id) == "completed"
         finally:
             agent.go.set()
-            if task_id:
-                await delete_prefix(f"llamon:events:{task_id}")
 
 
 @pytest.mark.reason("cancel_unconfirmed")
@@ -202,10 +155,9 @@ async def test_a_cancel_whose_run_end_never_arrives_is_cancel_unconfirmed() -> N
         running_server(app_b) as url_b,
         httpx.AsyncClient(timeout=WAIT) as http,
     ):
-        task_id = ""
         try:
-            _relay(app_b).cancel_channel = unique_prefix() + "cancel"  # nobody hears it
-            _handler(app_b).remote_cancel_wait = 0.2
+            relay_of(app_b).cancel_channel = unique_prefix() + "cancel"  # nobody hears it
+            handler_of(app_b).remote_cancel_wait = 0.2
             run, task_id = await _start_on_a(http, url_a, agent)
             answer = await post(http, url_b, request("tasks/cancel", {"id": task_id}, "c-1"))
             data = assert_error(answer, -32603, "cancel_unconfirmed")
@@ -219,31 +171,29 @@ async def test_a_cancel_whose_run_end_never_arrives_is_cancel_unconfirmed() -> N
             assert run.results[-1]["status"]["state"] == "completed"
         finally:
             agent.go.set()
-            if task_id:
-                await delete_prefix(f"llamon:events:{task_id}")
 
 
 async def test_another_callers_cancel_on_b_is_task_not_found_and_requests_nothing() -> None:
     agent = Hanging()
+    card = _auth_card()
     async with (
-        two_replicas(agent, SHARED_REDIS_URL, auth=True) as (app_a, app_b),
+        two_replicas(agent, SHARED_REDIS_URL, card=card, auth=_auth(card)) as (app_a, app_b),
         running_server(app_a) as url_a,
         running_server(app_b) as url_b,
         httpx.AsyncClient(timeout=WAIT, headers={"X-API-Key": KEY_ALICE}) as alice,
         httpx.AsyncClient(timeout=WAIT, headers={"X-API-Key": KEY_BOB}) as bob,
     ):
-        task_id = ""
         try:
             asked: list[str] = []
-            request_cancel = _relay(app_b).request_cancel
+            request_cancel = relay_of(app_b).request_cancel
 
             async def spy(task_id: str) -> int:
                 asked.append(task_id)
                 return await request_cancel(task_id)
 
-            _relay(app_b).request_cancel = spy  # type: ignore[method-assign]
+            relay_of(app_b).request_cancel = spy  # type: ignore[method-assign]
             run, task_id = await _start_on_a(alice, url_a, agent)
-            await asyncio.wait_for(_relay(app_a).listening.wait(), WAIT)
+            await asyncio.wait_for(relay_of(app_a).listening.wait(), WAIT)
             refused = await post(bob, url_b, request("tasks/cancel", {"id": task_id}, "c-1"))
             assert refused["error"]["code"] == -32001, refused
             assert asked == []  # nothing was requested of A
@@ -257,8 +207,6 @@ async def test_another_callers_cancel_on_b_is_task_not_found_and_requests_nothin
             assert await _state(alice, url_a, task_id) == "canceled"
         finally:
             agent.go.set()
-            if task_id:
-                await delete_prefix(f"llamon:events:{task_id}")
 
 
 async def test_cancel_of_an_unknown_task_on_b_is_task_not_found() -> None:
@@ -306,8 +254,8 @@ async def test_redis_down_the_cancel_on_b_is_classified_and_the_next_request_ans
         ):
             try:
                 run, task_id = await _start_on_a(http, url_a, agent)
-                await asyncio.wait_for(_relay(app_a).listening.wait(), WAIT)
-                await asyncio.wait_for(_relay(app_b).listening.wait(), WAIT)
+                await asyncio.wait_for(relay_of(app_a).listening.wait(), WAIT)
+                await asyncio.wait_for(relay_of(app_b).listening.wait(), WAIT)
                 await redis.stop()
                 answer = await post(http, url_b, request("tasks/cancel", {"id": task_id}, "c-1"))
                 data = assert_error(answer, -32603, "event_relay_unavailable")

@@ -4,24 +4,18 @@ followed with ``tasks/resubscribe`` sent to B, which runs nothing of it."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
-from starlette.applications import Starlette
 
 from llamon_agent.a2a.agent import AgentContext
-from llamon_agent.a2a.relay import EventRelay
-from llamon_agent.a2a.server import create_app
-from llamon_agent.a2a.stores import open_stores
-from tests._support.a2a_server import make_card, running_server
+from tests._support.a2a_server import running_server
 from tests._support.jsonrpc import assert_error, post, request, text_message
-from tests._support.redis_server import SHARED_REDIS_URL, delete_prefix, private_redis
-from tests._support.stores import postgres_schema
+from tests._support.redis_server import SHARED_REDIS_URL, private_redis
+from tests._support.relay_replicas import SSE, follow_called, relay_of, two_replicas
 
 WAIT = 10.0
 
@@ -44,65 +38,12 @@ class GatedStream:
         yield "c2 "
 
 
-@asynccontextmanager
-async def two_replicas(agent: GatedStream, redis_url: str | None) -> AsyncIterator[list[Starlette]]:
-    """Apps A and B on one fresh PostgreSQL schema, both relaying through ``redis_url``."""
-    async with postgres_schema() as dsn, AsyncExitStack() as stack:
-        apps: list[Starlette] = []
-        for _ in range(2):
-            stores = await open_stores("postgres", dsn=dsn)
-            stack.push_async_callback(stores.close)
-            app = create_app(agent, make_card(), task_store=stores.task_store, redis_url=redis_url)
-            apps.append(app)
-        yield apps
-
-
-class SSE:
-    """A streaming JSON-RPC request read in the background; ``results`` as they arrive."""
-
-    def __init__(self, http: httpx.AsyncClient, url: str, body: dict[str, Any]) -> None:
-        self.replies: list[dict[str, Any]] = []
-        self.arrived = asyncio.Event()
-        self.task = asyncio.create_task(self._read(http, url, body))
-
-    async def _read(self, http: httpx.AsyncClient, url: str, body: dict[str, Any]) -> None:
-        async with http.stream("POST", url + "/", json=body) as response:
-            assert response.status_code == 200
-            async for line in response.aiter_lines():
-                if line.startswith("data:"):
-                    self.replies.append(json.loads(line.removeprefix("data:").strip()))
-                    self.arrived.set()
-
-    @property
-    def results(self) -> list[dict[str, Any]]:
-        return [reply["result"] for reply in self.replies]
-
-
-def _follow_called(relay: EventRelay) -> asyncio.Event:
-    """Set once ``relay.follow`` is called (the resubscribe knows where it reads from)."""
-    called = asyncio.Event()
-    follow: Callable[..., AsyncIterator[Any]] = relay.follow
-
-    def spy(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        called.set()
-        return follow(*args, **kwargs)
-
-    relay.follow = spy  # type: ignore[method-assign]
-    return called
-
-
 def _c0_index(results: list[dict[str, Any]]) -> int:
     texts = [
         [part.get("text") for part in result.get("artifact", {}).get("parts", [])]
         for result in results
     ]
     return texts.index(["c0 "])
-
-
-def _relay(app: Starlette) -> EventRelay:
-    relay = app.state.llamon_event_relay
-    assert isinstance(relay, EventRelay)
-    return relay
 
 
 async def test_resubscribe_on_another_replica_streams_every_later_event_in_order() -> None:
@@ -113,14 +54,13 @@ async def test_resubscribe_on_another_replica_streams_every_later_event_in_order
         running_server(app_b) as url_b,
         httpx.AsyncClient(timeout=WAIT) as http,
     ):
-        task_id = ""
         try:
             run = SSE(http, url_a, request("message/stream", {"message": text_message("go")}))
             await asyncio.wait_for(agent.started.wait(), WAIT)
             await asyncio.wait_for(run.arrived.wait(), WAIT)
             task_id = run.results[0].get("taskId") or run.results[0]["id"]
-            await _relay(app_a).flush()  # what A published so far is in Redis
-            attached = _follow_called(_relay(app_b))
+            await relay_of(app_a).flush()  # what A published so far is in Redis
+            attached = follow_called(relay_of(app_b))
             follow = SSE(http, url_b, request("tasks/resubscribe", {"id": task_id}, "r-2"))
             await asyncio.wait_for(attached.wait(), WAIT)
             agent.go.set()
@@ -153,8 +93,6 @@ async def test_resubscribe_on_another_replica_streams_every_later_event_in_order
             assert_error(again.replies[0], -32602, "invalid_params")
         finally:
             agent.go.set()
-            if task_id:
-                await delete_prefix(f"llamon:events:{task_id}")
 
 
 @pytest.mark.reason("event_relay_unavailable")
@@ -185,7 +123,7 @@ async def test_redis_down_ends_the_resubscribe_classified_and_the_task_still_com
             agent.go.set()
             await asyncio.wait_for(run.task, WAIT)
             assert run.results[-1]["status"]["state"] == "completed"
-            await _relay(app_a).flush()
+            await relay_of(app_a).flush()
             got = await post(http, url_b, request("tasks/get", {"id": task_id}, "r-3"))
             assert got["result"]["status"]["state"] == "completed"
             warnings = [

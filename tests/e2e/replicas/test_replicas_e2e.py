@@ -9,11 +9,9 @@ with the same ``messageId`` on another replica answers the first task; a SIGKILL
 costs the client nothing: nginx's connection to it is refused, nginx passes the request to
 the next replica and the client gets that replica's ``200`` answer.
 
-Not pinned here because it does not work across replicas yet: ``tasks/resubscribe`` on a
-replica other than the one running the task answers one SSE event, JSON-RPC error -32001
-``task_not_found``, although ``tasks/get`` there finds the task ``working``; ``tasks/cancel``
-on another replica answers ``canceled`` and stores it, but the run goes on in the owning
-replica and its subscribers hear nothing until a cancel reaches that replica.
+These replicas have no Redis: live tasks across replicas (resubscribe, cancel, an answer
+to input-required, outages mid-stream) are pinned with ``--redis-url`` in
+``test_replicas_live_e2e.py``.
 """
 
 from __future__ import annotations
