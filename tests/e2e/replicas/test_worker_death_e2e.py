@@ -24,6 +24,7 @@ from redis.asyncio import Redis
 from llamon_agent.core.settings import HEARTBEAT_ENV, WORKER_LEASE_ENV
 from tests._support.a2a_server import a2a_client
 from tests._support.redis_server import SHARED_REDIS_URL
+from tests._support.relay_replicas import SSE
 from tests._support.replicas import Fleet, replicas
 from tests._support.serve import message_json, rpc
 from tests._support.stores import postgres_schema
@@ -125,3 +126,42 @@ async def test_a_killed_replicas_task_is_failed_worker_lost_within_lease_and_bea
         "UPSTREAM_UNAVAILABLE",
         "worker_lost",
     )
+
+
+@pytest.mark.reason("worker_lost")
+async def test_a_stream_following_a_killed_replicas_task_ends_with_worker_lost(
+    fleet: Fleet,
+) -> None:
+    """A ``tasks/resubscribe`` on the surviving replica follows the run through the relay;
+    the runner dies without a final event, and the follower's stream still ends: with the
+    ``failed`` / ``worker_lost`` end the sweeper stored, as its one final event."""
+    async with httpx.AsyncClient(timeout=WAIT) as http:
+        params = {"message": message_json("hang"), "configuration": {"blocking": False}}
+        started = (await rpc(http, fleet.url, "message/send", params))["result"]
+        task_id = started["id"]
+        running = await _until_state(http, fleet.url, task_id, "working", WAIT)
+        owner = running["metadata"]["llamon.worker"]
+        victim = next(r for r in fleet.replicas if r.worker_id == owner)
+        survivor = next(r for r in fleet.replicas if r.worker_id != owner)
+
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tasks/resubscribe", "params": {"id": task_id}}
+        follower = SSE(http, survivor.url, body)
+        await fleet.kill(victim.index)  # the sweep needs a lease: the follower is on by then
+
+        await follower.until(lambda replies: bool(replies) and _final(replies[-1]), WAIT)
+        await asyncio.wait_for(follower.task, WAIT)  # and the stream is closed
+
+        end = follower.results[-1]
+        assert end["kind"] == "status-update"
+        assert end["status"]["state"] == "failed"
+        data = end["status"]["message"]["parts"][1]["data"]
+        assert (data["errorCode"], data["errorReason"]) == ("UPSTREAM_UNAVAILABLE", "worker_lost")
+        assert all(not _final(reply) for reply in follower.replies[:-1])
+
+        after = await rpc(http, survivor.url, "message/send", {"message": message_json("after")})
+        assert after["result"]["status"]["state"] == "completed"
+
+
+def _final(reply: dict[str, Any]) -> bool:
+    result = reply.get("result", {})
+    return isinstance(result, dict) and result.get("final") is True
