@@ -102,6 +102,7 @@ from llamon_agent.a2a.sent import DEFAULT_WINDOW, SentKey, SentMessages
 from llamon_agent.a2a.states import PAUSED_STATES, TERMINAL_STATES
 from llamon_agent.a2a.stores.guard import GuardedTaskStore, guard_task_store
 from llamon_agent.a2a.stores.sent_lookup import SENT_METADATA_KEY
+from llamon_agent.a2a.stores.workers import WORKER_METADATA_KEY
 from llamon_agent.a2a.task_locks import RunClaim, TaskClaims, task_busy
 from llamon_agent.core.errors import error_data_for_exception
 from llamon_agent.core.faults import FaultPlan, fault_scope
@@ -125,6 +126,8 @@ _CLAIM_TRIES: Final = 3
 """How often a repeat waits for another request starting the same send before it runs."""
 STORED_END_POLL: Final = 0.05
 """Seconds between reads of a task whose run on another replica ended, until it is stored."""
+_STARTED_STATES: Final = frozenset({TaskState.submitted, TaskState.working})
+"""A stored task in one of these with no run here is running on another replica."""
 CLAIM_GRACE: Final = 10.0
 """Seconds a finished run's claim waits for its reader to store the end before it is let go."""
 
@@ -380,19 +383,16 @@ class LlamonRequestHandler(DefaultRequestHandler):
         manager = _RunManager(self._claims, self.task_store, params, context, stamp)
         task: Task | None = await manager.get_task()
         if task:
-            if task.status.state in TERMINAL_STATES:
-                raise ServerError(
-                    error=InvalidParamsError(
-                        message=f"Task {task.id} is in terminal state: {task.status.state.value}"
-                    )
-                )
+            state = task.status.state
+            if state in TERMINAL_STATES:
+                raise _in_terminal_state(task.id, state)
+            if state in _STARTED_STATES:  # no run here (checked under the lock): elsewhere
+                raise task_busy()
             task = manager.update_with_message(params.message, task)
+            if state in PAUSED_STATES:
+                await self._resume(task, state, context)
         elif params.message.task_id:
-            raise ServerError(
-                error=TaskNotFoundError(
-                    message=f"Task {params.message.task_id} was specified but does not exist"
-                )
-            )
+            raise _specified_not_found(params.message.task_id)
         request_context = await self._request_context_builder.build(
             params=params,
             task_id=task.id if task else None,
@@ -425,6 +425,31 @@ class LlamonRequestHandler(DefaultRequestHandler):
 
         reader = _Reader(manager, stopped, lambda: self._claims.finish(claim))
         return manager, task_id, queue, reader, producer
+
+    async def _resume(
+        self, task: Task, paused: TaskState, context: ServerCallContext | None
+    ) -> None:
+        """Claim the paused ``task`` for the run starting here: stored ``working`` and
+        stamped with this worker only if it is still ``paused`` in the shared store
+        (``paused_claim``), so of two answers racing on two replicas one runs. The other
+        is refused: ``task_busy`` while the task runs, as a2a-sdk answers a message to an
+        ended task when it ended meanwhile. ``task`` stays paused here: the agent learns
+        from it that it resumes."""
+        task.metadata = {
+            **(task.metadata or {}),
+            WORKER_METADATA_KEY: self.agent_executor.worker_id,
+        }
+        status = TaskStatus(state=TaskState.working, timestamp=_now())
+        resumed = task.model_copy(update={"status": status}, deep=True)
+        if await self.task_store.claim_paused(resumed, paused, context):
+            return
+        stored = await self.task_store.get(task.id, context)
+        if stored is None:
+            raise _specified_not_found(task.id)
+        if stored.status.state in TERMINAL_STATES:
+            raise _in_terminal_state(task.id, stored.status.state)
+        logger.info("task %s: resumed by another request first", task.id)
+        raise task_busy()
 
     async def _cleanup_producer(self, producer_task: asyncio.Task[Any], task_id: str) -> None:
         """Once the run's agent has stopped: close its queue and forget it, leaving a next
@@ -977,6 +1002,18 @@ def _is_final(event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> 
 def _ends_run(event: Event) -> bool:
     """Whether a relayed ``event`` ends its run (a message does: the run had no task)."""
     return isinstance(event, Message) or _is_final(event)
+
+
+def _in_terminal_state(task_id: str, state: TaskState) -> ServerError:
+    """a2a-sdk's answer to a message continuing an ended task: -32602 naming its state."""
+    message = f"Task {task_id} is in terminal state: {state.value}"
+    return ServerError(error=InvalidParamsError(message=message))
+
+
+def _specified_not_found(task_id: str) -> ServerError:
+    """a2a-sdk's answer to a message continuing a task the store does not hold: -32001."""
+    message = f"Task {task_id} was specified but does not exist"
+    return ServerError(error=TaskNotFoundError(message=message))
 
 
 def _not_cancelable(state: TaskState) -> ServerError:
