@@ -5,7 +5,9 @@ each through its own connections, as two server processes do. The agent asks a q
 two answers sent at once, one to each replica, both read the task paused (the stores hold
 every read of a paused task until the other replica has read it too) and both try to
 claim it: exactly one runs the agent, the other is answered ``task_busy`` (-32041,
-retriable), and the task ends as the winner's run left it.
+retriable), and the task ends as the winner's run left it. On one server: an answer whose
+task ended just before its claim gets a2a-sdk's terminal-state error, and a store of the
+user's own without ``claim_paused`` resumes as it always did.
 """
 
 from __future__ import annotations
@@ -20,13 +22,15 @@ import httpx
 import pytest
 from a2a.client.errors import A2AClientJSONRPCError
 from a2a.server.context import ServerCallContext
-from a2a.types import Task, TaskState
+from a2a.server.tasks import InMemoryTaskStore
+from a2a.types import Task, TaskState, TaskStatus
 
 from llamon_agent.a2a.agent import AgentContext
 from llamon_agent.a2a.executor import CustomAgentExecutor
 from llamon_agent.a2a.server import create_app
 from llamon_agent.a2a.states import PAUSED_STATES
 from llamon_agent.a2a.stores import WORKER_METADATA_KEY, open_stores
+from llamon_agent.a2a.stores.memory import BoundedMemoryTaskStore
 from llamon_agent.a2a.stores.sqlite import SQLiteTaskStore
 from llamon_agent.a2a.task_locks import TASK_BUSY_CODE
 from llamon_agent.core.codes import ErrorCode
@@ -258,3 +262,42 @@ async def test_a2a_sdk_clients_answering_on_two_replicas_at_once_one_runs(tmp_pa
             assert agent.answers == [ANSWERS[winner]]
         finally:
             agent.go.set()
+
+
+class EndedMeanwhile(BoundedMemoryTaskStore):
+    """A memory store on which the task ends ``canceled`` just before an answer claims it
+    (as a ``tasks/cancel`` on another replica that came first)."""
+
+    async def claim_paused(self, task: Task, paused_state: TaskState) -> bool:
+        stored = await self.get(task.id)
+        assert stored is not None
+        ended = TaskStatus(state=TaskState.canceled)
+        await self.save(stored.model_copy(update={"status": ended}))
+        return await super().claim_paused(task, paused_state)
+
+
+async def test_an_answer_to_a_task_ended_before_its_claim_gets_the_terminal_error() -> None:
+    agent = Asker()
+    app = create_app(agent, make_card(), task_store=EndedMeanwhile())
+    async with running_server(app) as url, httpx.AsyncClient(timeout=WAIT) as http:
+        task = await ask(http, url, "input-required")
+        refused = await post(http, url, request("message/send", answer(task, "one"), "one"))
+        assert refused["error"]["code"] == -32602
+        assert refused["error"]["message"] == f"Task {task['id']} is in terminal state: canceled"
+        assert refused["error"]["data"]["errorCode"] == "INVALID_INPUT"
+        got = (await post(http, url, request("tasks/get", {"id": task["id"]})))["result"]
+        assert got["status"]["state"] == "canceled"
+        assert agent.answers == []
+
+
+async def test_a_store_of_its_own_without_claims_resumes_as_before() -> None:
+    agent = Asker()
+    agent.go.set()
+    app = create_app(agent, make_card(), task_store=InMemoryTaskStore())
+    async with running_server(app) as url, httpx.AsyncClient(timeout=WAIT) as http:
+        task = await ask(http, url, "input-required")
+        reply = await post(http, url, request("message/send", answer(task, "one"), "one"))
+        won = reply["result"]
+        assert (won["id"], won["status"]["state"]) == (task["id"], "completed")
+        assert won["artifacts"][-1]["parts"] == [{"kind": "text", "text": "answered one"}]
+        assert agent.answers == ["one"]
