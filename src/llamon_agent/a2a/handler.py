@@ -32,6 +32,12 @@ One run per task, one end per run (``task_locks``): a second ``message/send`` or
 ``task_busy`` (-32041, retriable) instead of starting a second agent, and ``tasks/cancel``
 and the run decide the task's end once -- the cancel answers the state the task really
 ended in (``canceled``, or -32002 naming the state that won), and ``tasks/get`` agrees.
+Across replicas sharing a task store, an answer to a paused task first claims it there
+(``stores.paused_claim``: stored ``working``, stamped with this worker, only while it is
+still paused), so of two answers reaching two replicas one runs and the other gets
+``task_busy`` (or -32602 naming the terminal state if the task ended first); a message
+on a task stored ``submitted``/``working`` with no run here (another replica runs it)
+gets ``task_busy`` too.
 
 A fault plan in a ``message/send`` / ``message/stream`` request's params metadata (a
 server with fault injection allowed: ``CustomAgentExecutor.fault_plan``, the one reader)
