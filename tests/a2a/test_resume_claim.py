@@ -6,8 +6,9 @@ two answers sent at once, one to each replica, both read the task paused (the st
 every read of a paused task until the other replica has read it too) and both try to
 claim it: exactly one runs the agent, the other is answered ``task_busy`` (-32041,
 retriable), and the task ends as the winner's run left it. On one server: an answer whose
-task ended just before its claim gets a2a-sdk's terminal-state error, and a store of the
-user's own without ``claim_paused`` resumes as it always did.
+task ended just before its claim gets a2a-sdk's terminal-state error, an answer refused
+after its claim (a webhook the push policy refuses) leaves the task paused for the next,
+and a store of the user's own without ``claim_paused`` resumes as it always did.
 """
 
 from __future__ import annotations
@@ -301,3 +302,27 @@ async def test_a_store_of_its_own_without_claims_resumes_as_before() -> None:
         assert (won["id"], won["status"]["state"]) == (task["id"], "completed")
         assert won["artifacts"][-1]["parts"] == [{"kind": "text", "text": "answered one"}]
         assert agent.answers == ["one"]
+
+
+async def test_an_answer_refused_after_its_claim_leaves_the_task_paused_for_the_next() -> None:
+    agent = Asker()
+    agent.go.set()
+    async with (
+        running_server(create_app(agent, make_card(push=True))) as url,
+        httpx.AsyncClient(timeout=WAIT) as http,
+    ):
+        task = await ask(http, url, "input-required")
+        params = answer(task, "one")
+        params["configuration"] = {"pushNotificationConfig": {"url": "http://10.0.0.7:8080/h"}}
+        refused = await post(http, url, request("message/send", params, "one"))
+        assert_error(refused, -32602, "push_url_refused")
+        got = (await post(http, url, request("tasks/get", {"id": task["id"]})))["result"]
+        assert got["status"]["state"] == "input-required"
+        assert got["status"] == task["status"]  # as it was: the question, unanswered
+        assert "one" not in history_texts(got)
+        reply = await post(http, url, request("message/send", answer(task, "two"), "two"))
+        assert reply["result"]["status"]["state"] == "completed"
+        assert reply["result"]["artifacts"][-1]["parts"] == [
+            {"kind": "text", "text": "answered two"}
+        ]
+        assert agent.answers == ["two"]

@@ -388,34 +388,43 @@ class LlamonRequestHandler(DefaultRequestHandler):
         stamp = self.sent.stamp(key) if key is not None else None
         manager = _RunManager(self._claims, self.task_store, params, context, stamp)
         task: Task | None = await manager.get_task()
+        paused: Task | None = None  # the paused task as read, once this request claimed it
         if task:
             state = task.status.state
             if state in TERMINAL_STATES:
                 raise _in_terminal_state(task.id, state)
             if state in _STARTED_STATES:  # no run here (checked under the lock): elsewhere
                 raise task_busy()
+            before = task.model_copy(deep=True) if state in PAUSED_STATES else None
             task = manager.update_with_message(params.message, task)
-            if state in PAUSED_STATES:
-                await self._resume(task, state, context)
+            if before is not None:
+                await self._resume(task, before.status.state, context)
+                paused = before
         elif params.message.task_id:
             raise _specified_not_found(params.message.task_id)
-        request_context = await self._request_context_builder.build(
-            params=params,
-            task_id=task.id if task else None,
-            context_id=params.message.context_id,
-            task=task,
-            context=context,
-        )
-        task_id = cast("str", request_context.task_id)
-        if key is not None and stamp is not None and task is None:
-            manager.stored = functools.partial(self.sent.started, key, stamp=stamp)
-        configuration = params.configuration
-        if self._push_config_store and configuration and configuration.push_notification_config:
-            await self._push_config_store.set_info(task_id, configuration.push_notification_config)
-        if isinstance(self._queue_manager, LlamonQueueManager):
-            queue = await self._queue_manager.create(task_id)
-        else:
-            queue = await self._queue_manager.create_or_tap(task_id)
+        try:
+            request_context = await self._request_context_builder.build(
+                params=params,
+                task_id=task.id if task else None,
+                context_id=params.message.context_id,
+                task=task,
+                context=context,
+            )
+            task_id = cast("str", request_context.task_id)
+            if key is not None and stamp is not None and task is None:
+                manager.stored = functools.partial(self.sent.started, key, stamp=stamp)
+            configuration = params.configuration
+            push = configuration.push_notification_config if configuration else None
+            if self._push_config_store and push:
+                await self._push_config_store.set_info(task_id, push)  # may refuse its URL
+            if isinstance(self._queue_manager, LlamonQueueManager):
+                queue = await self._queue_manager.create(task_id)
+            else:
+                queue = await self._queue_manager.create_or_tap(task_id)
+        except BaseException:
+            if paused is not None:
+                await self._unclaim(paused, context)
+            raise
         claim = self._claims.begin(task_id, str(request_context.context_id), queue)
         manager.claim = claim
         producer = asyncio.create_task(self._run_event_stream(request_context, queue))
@@ -456,6 +465,20 @@ class LlamonRequestHandler(DefaultRequestHandler):
             raise _in_terminal_state(task.id, stored.status.state)
         logger.info("task %s: resumed by another request first", task.id)
         raise task_busy()
+
+    async def _unclaim(self, paused: Task, context: ServerCallContext | None) -> None:
+        """The request that claimed ``paused`` is refused before its run starts (a push
+        config the policy refuses ...): store the task as it was, so the next answer
+        resumes it. A store that refuses leaves it ``working`` (answering ``task_busy``)
+        until this worker's next start ends it (``reconcile_orphaned_tasks``)."""
+        try:
+            await self.task_store.save(paused, context)
+        except Exception as exc:
+            logger.warning(
+                "task %s: not stored paused again after its answer was refused (%s)",
+                paused.id,
+                type(exc).__name__,
+            )
 
     async def _cleanup_producer(self, producer_task: asyncio.Task[Any], task_id: str) -> None:
         """Once the run's agent has stopped: close its queue and forget it, leaving a next
