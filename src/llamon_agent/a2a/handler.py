@@ -446,10 +446,10 @@ class LlamonRequestHandler(DefaultRequestHandler):
     ) -> None:
         """Claim the paused ``task`` for the run starting here: stored ``working`` and
         stamped with this worker only if it is still ``paused`` in the shared store
-        (``paused_claim``), so of two answers racing on two replicas one runs. The other
-        is refused: ``task_busy`` while the task runs, as a2a-sdk answers a message to an
-        ended task when it ended meanwhile. ``task`` stays paused here: the agent learns
-        from it that it resumes."""
+        (``paused_claim``), so of two answers racing on two replicas one runs. A request
+        that loses is refused: -32602 naming the state if the task ended meanwhile
+        (a2a-sdk's answer to a message on an ended task), else ``task_busy``. ``task``
+        itself stays paused: the agent learns from it that it resumes."""
         task.metadata = {
             **(task.metadata or {}),
             WORKER_METADATA_KEY: self.agent_executor.worker_id,
