@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import PushNotificationConfigStore, TaskStore
-from a2a.types import PushNotificationConfig, Task
+from a2a.types import PushNotificationConfig, Task, TaskState
 from pydantic import ValidationError
 
 from llamon_agent.a2a.states import ORPHAN_STATES
@@ -98,6 +98,10 @@ _UPSERT_TASK: Final = (
     " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET"
     " context_id = excluded.context_id, state = excluded.state, worker = excluded.worker,"
     " updated_at = excluded.updated_at, task = excluded.task, message_id = excluded.message_id"
+)
+_CLAIM_PAUSED: Final = (
+    "UPDATE llamon_tasks SET context_id = ?, state = ?, worker = ?, updated_at = ?, task = ?,"
+    " message_id = ? WHERE id = ? AND state = ?"
 )
 _SELECT_TASK: Final = "SELECT task FROM llamon_tasks WHERE id = ?"
 _SELECT_CONTEXT_TASK: Final = "SELECT task FROM llamon_tasks WHERE context_id = ? LIMIT 1"
@@ -239,6 +243,18 @@ class SQLiteTaskStore(TaskStore):
     async def save(self, task: Task, context: ServerCallContext | None = None) -> None:
         """Insert or replace ``task``; returns once it is committed."""
         await self.database.write((_UPSERT_TASK, _task_row(task)))
+
+    async def claim_paused(self, task: Task, paused_state: TaskState) -> bool:
+        """Save ``task`` only if the stored task is still in ``paused_state``; ``True`` if
+        it was saved. One conditional ``UPDATE`` in the next commit: of two claims on one
+        paused task (from any process on the file) exactly one is ``True``."""
+        task_id, *columns = _task_row(task)
+        parameters = (*columns, task_id, paused_state.value)
+
+        def run(connection: sqlite3.Connection) -> bool:
+            return connection.execute(_CLAIM_PAUSED, parameters).rowcount == 1
+
+        return await self.database.write_returning(run)
 
     async def get(self, task_id: str, context: ServerCallContext | None = None) -> Task | None:
         """The task saved last under ``task_id``, or ``None``."""
