@@ -17,9 +17,12 @@ What the caller sees:
 * ``await db.fetch_one(sql, *args)`` / ``fetch_all`` / ``fetch_value`` read on a pooled
   connection and see every committed write. Pooled connections are not reset on release
   (the stores keep no session state), which saves a round trip per read.
-* Errors are asyncpg's own (``asyncpg.PostgresError``, ``InterfaceError``) or ``OSError``
-  while connecting; their text can name the server, so callers classify them and never
-  show it (``a2a.stores.guard``).
+* Errors are asyncpg's own (``asyncpg.PostgresError``, ``InterfaceError``),
+  ``TimeoutError``, or ``ConnectionError`` when the server cannot be reached (any other
+  ``OSError`` while connecting -- a name that does not resolve, every address refused --
+  becomes ``ConnectionError("the database cannot be reached")``, its cause chained).
+  asyncpg's text can name the server, so callers classify it and never show it
+  (``a2a.stores.guard``: ``database_unavailable``).
 * ``db.commits`` and ``db.writes`` count commits and the writes they carried.
 """
 
@@ -27,7 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -99,6 +103,19 @@ def _runs(batch: Sequence[_Write]) -> list[tuple[str, list[Sequence[Any]]]]:
 def _unreachable(exc: BaseException) -> bool:
     """The database does not answer (by the one table): no use retrying row by row."""
     return classify_exception(exc).retriable
+
+
+@contextmanager
+def _reaching() -> Iterator[None]:
+    """``OSError`` other than ``ConnectionError`` / ``TimeoutError`` (a host that does not
+    resolve, asyncpg's "Multiple exceptions" when every address refused) as
+    ``ConnectionError``, so the one table calls it what it is: the database is not reached."""
+    try:
+        yield
+    except (ConnectionError, TimeoutError):
+        raise
+    except OSError as exc:
+        raise ConnectionError("the database cannot be reached") from exc
 
 
 async def _no_reset(connection: asyncpg.Connection) -> None:
@@ -214,7 +231,8 @@ class PostgresDatabase:
         url = asyncpg_dsn(dsn)
 
         async def connect() -> asyncpg.Connection:
-            connection: asyncpg.Connection = await asyncpg.connect(url, timeout=CONNECT_TIMEOUT)
+            with _reaching():
+                connection: asyncpg.Connection = await asyncpg.connect(url, timeout=CONNECT_TIMEOUT)
             return connection
 
         connection: asyncpg.Connection = await connect()
@@ -256,23 +274,26 @@ class PostgresDatabase:
     async def fetch_one(self, sql: str, *args: Any) -> asyncpg.Record | None:
         """The first row of ``sql``, or ``None``."""
         self._check_open()
-        async with self.pool.acquire() as connection:
-            row: asyncpg.Record | None = await connection.fetchrow(sql, *args)
+        with _reaching():
+            async with self.pool.acquire() as connection:
+                row: asyncpg.Record | None = await connection.fetchrow(sql, *args)
         return row
 
     async def fetch_all(self, sql: str, *args: Any) -> list[asyncpg.Record]:
         """Every row of ``sql``."""
         self._check_open()
-        async with self.pool.acquire() as connection:
-            rows: list[asyncpg.Record] = await connection.fetch(sql, *args)
+        with _reaching():
+            async with self.pool.acquire() as connection:
+                rows: list[asyncpg.Record] = await connection.fetch(sql, *args)
         return rows
 
     async def fetch_value(self, sql: str, *args: Any) -> Any:
         """The first column of the first row of ``sql`` (run in its own transaction: an
         ``UPDATE ... RETURNING`` is committed when this returns)."""
         self._check_open()
-        async with self.pool.acquire() as connection:
-            return await connection.fetchval(sql, *args)
+        with _reaching():
+            async with self.pool.acquire() as connection:
+                return await connection.fetchval(sql, *args)
 
     async def close(self) -> None:
         """Commit the queued writes, then close the writer's connection and the pool."""
