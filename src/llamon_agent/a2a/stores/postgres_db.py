@@ -9,7 +9,8 @@ What the caller sees:
   call twice; afterwards every call raises ``RuntimeError``).
 * ``await db.write(sql, args)`` returns once its statement is committed. The writer takes
   every write waiting in its queue and commits them in one transaction (group commit: one
-  ``executemany`` of a prepared statement per run of equal statements), so throughput
+  ``executemany`` of a prepared statement per run of equal statements; a batch of one
+  statement is one atomic ``executemany``, a single round trip), so throughput
   grows with concurrency. If a batch fails, each write is retried in a transaction of its
   own, so one bad row fails only its own caller -- except when the database does not
   answer (the table in ``core.classify`` calls the failure retriable): then every caller
@@ -195,11 +196,15 @@ class _Writer:
                 _settle([write], await self._transaction([write]))
 
     async def _transaction(self, batch: list[_Write]) -> Exception | None:
+        runs = _runs(batch)
         try:
             connection = await self._open_connection()
-            async with connection.transaction():
-                for sql, rows in _runs(batch):
-                    await connection.executemany(sql, rows)
+            if len(runs) == 1:  # executemany is atomic on its own: one round trip
+                await connection.executemany(*runs[0])
+            else:
+                async with connection.transaction():
+                    for sql, rows in runs:
+                        await connection.executemany(sql, rows)
         except Exception as exc:
             if self._connection is not None and (self._connection.is_closed() or _unreachable(exc)):
                 self._connection.terminate()
