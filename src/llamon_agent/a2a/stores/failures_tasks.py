@@ -15,7 +15,7 @@ What the caller sees:
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from a2a.server.tasks import TaskStore
 from a2a.types import DataPart, Task, TaskState
@@ -25,6 +25,9 @@ from llamon_agent.a2a.stores.memory import BoundedMemoryTaskStore
 from llamon_agent.a2a.stores.open import Stores
 from llamon_agent.a2a.stores.sqlite import SQLiteTaskStore
 from llamon_agent.a2a.stores.task_rows import task_from_body
+
+if TYPE_CHECKING:
+    from llamon_agent.a2a.stores.postgres_db import PostgresDatabase
 
 __all__ = ["LIVE_STATES", "TASK_STATES", "error_data_of", "live_tasks", "recent_tasks"]
 
@@ -58,12 +61,14 @@ _PG_LIVE: Final = (  # the partial index over unfinished tasks finds them
 )
 
 
-def _postgres_database(store: TaskStore) -> Any:
-    """The ``PostgresDatabase`` of llamon's PostgreSQL task store, else ``None`` (asyncpg
-    may not be installed: the class is not imported here)."""
-    if type(store).__name__ != "PostgresTaskStore":
+def _postgres_database(store: TaskStore) -> PostgresDatabase | None:
+    """The ``PostgresDatabase`` of llamon's PostgreSQL task store, else ``None`` (also
+    without the ``postgres`` extra, when no such store can exist)."""
+    try:
+        from llamon_agent.a2a.stores.postgres import PostgresTaskStore
+    except ImportError:
         return None
-    return getattr(store, "database", None)
+    return store.database if isinstance(store, PostgresTaskStore) else None
 
 
 def _newest(task: Task) -> str:
