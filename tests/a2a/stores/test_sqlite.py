@@ -332,7 +332,7 @@ async def test_a_push_config_under_another_key_is_skipped_without_its_url(
 
     reader = await open_stores("sqlite", home=tmp_path, push_encryption_key=Fernet.generate_key())
     try:
-        with caplog.at_level(logging.ERROR, logger="llamon_agent.a2a.stores.sqlite"):
+        with caplog.at_level(logging.ERROR, logger="llamon_agent.a2a.stores.push_rows"):
             assert await reader.push_config_store.get_info("t") == []
     finally:
         await reader.close()
