@@ -17,7 +17,7 @@ this exists: a crashed worker's tasks are ended when a process with its worker i
   key is still gone, so exactly one sweeper claims a dead worker. The claimer ends the dead
   worker's ``submitted`` / ``working`` tasks stamped with its id (``metadata["llamon.worker"]``;
   never unstamped tasks, never another worker's) as ``failed``: ``UPSTREAM_UNAVAILABLE`` /
-  ``worker_lost``, retriable (``reconcile_orphaned_tasks(..., stamped_only=True)``). If
+  ``worker_lost``, retriable (``end_unfinished_tasks(..., stamped_only=True)``). If
   that fails (the task store does not answer), the worker goes back on the roster and a
   later sweep tries again.
 * What the caller sees: ``tasks/get`` of a task whose replica died answers ``failed`` /
@@ -45,13 +45,12 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Final, cast
 
-from a2a.server.tasks import InMemoryPushNotificationConfigStore, TaskStore
+from a2a.server.tasks import TaskStore
 
 from llamon_agent._extras import requires_extra
 from llamon_agent.a2a.relay import RelayUnavailableError
-from llamon_agent.a2a.stores import StoreKind, Stores, reconcile_orphaned_tasks
 from llamon_agent.a2a.stores.failures import FailureStore
-from llamon_agent.a2a.stores.sqlite import SQLiteTaskStore
+from llamon_agent.a2a.stores.reconcile import end_unfinished_tasks
 from llamon_agent.core.settings import (
     HEARTBEAT_ENV,
     WORKER_LEASE_ENV,
@@ -121,13 +120,11 @@ def intervals(beat: float | None = None, lease: float | None = None) -> tuple[fl
 
 
 def ending_tasks_of(task_store: TaskStore, failures: FailureStore | None) -> EndTasks:
-    """The ``EndTasks`` of a server on ``task_store``: ``reconcile_orphaned_tasks`` for the
+    """The ``EndTasks`` of a server on ``task_store``: ``end_unfinished_tasks`` for the
     dead worker, stamped tasks only, each failure kept in ``failures``."""
-    kind: StoreKind = "sqlite" if isinstance(task_store, SQLiteTaskStore) else "postgres"
-    stores = Stores(task_store, InMemoryPushNotificationConfigStore(), kind, failures=failures)
 
     async def end_tasks(worker: str) -> list[str]:
-        return await reconcile_orphaned_tasks(stores, worker=worker, stamped_only=True)
+        return await end_unfinished_tasks(task_store, failures, worker=worker, stamped_only=True)
 
     return end_tasks
 
