@@ -97,6 +97,8 @@ class Connection:
         self.port = port
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
+        self.head_ns = 0
+        """``time.time_ns()`` when the last streaming answer's HTTP head arrived."""
 
     async def open(self) -> None:
         self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
@@ -155,14 +157,15 @@ class Connection:
     async def events(self, body: bytes) -> AsyncIterator[bytes]:
         """Send ``body`` as a streaming request; yield each SSE event's data as it arrives.
 
-        Comments (pings) and empty events are skipped. It ends with the stream's last
-        chunk; ``ProtocolError`` when the answer is not a chunked HTTP 200, and
-        ``asyncio.IncompleteReadError`` when the server cuts the stream (the connection is
-        then dead: reopen it).
+        Comments (pings) and empty events are skipped; ``head_ns`` is set when the HTTP
+        head arrives. It ends with the stream's last chunk; ``ProtocolError`` when the
+        answer is not a chunked HTTP 200, and ``asyncio.IncompleteReadError`` when the
+        server cuts the stream (the connection is then dead: reopen it).
         """
         assert self.writer is not None
         self.writer.write(self.request(body, stream=True))
         status, headers = await self._head()
+        self.head_ns = time.time_ns()
         if status != 200 or headers.get(b"transfer-encoding") != b"chunked":
             raise ProtocolError(f"HTTP {status} headers {headers!r}")
         buffer = b""
