@@ -1,7 +1,7 @@
 """1,000 open streams on one server: time to open them, memory held, memory given back.
 
     PYTHONPATH=src python bench/bench_open_streams.py [--quick] [--streams 1000] [--rounds 3]
-        [--store postgres|sqlite] [--every 5000] [--hold 5] [--json FILE]
+        [--store postgres|sqlite] [--every 60000] [--hold 5] [--json FILE]
 
 What runs, one server at a time, each started fresh:
 
@@ -318,7 +318,7 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--store", choices=("postgres", "sqlite"), default="postgres")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
-    parser.add_argument("--every", type=float, default=5000.0, help="ms between two ticks")
+    parser.add_argument("--every", type=float, default=60000.0, help="ms between two ticks")
     parser.add_argument("--hold", type=float, default=5.0, help="seconds all streams stay open")
     parser.add_argument("--settle", type=float, default=2.0, help="seconds before 'after' RSS")
     parser.add_argument("--open-concurrency", type=int, default=50, help="streams opening at once")
