@@ -151,6 +151,11 @@ async def one_task(a: Proc, b: Proc, args: argparse.Namespace) -> TaskResult:
     return TaskResult(on_a.ticks(), on_b.ticks(), conn_b.head_ns, errors)
 
 
+def _own_cpu(a: Proc, b: Proc) -> float:
+    """CPU seconds used so far by this process and the two replicas."""
+    return time.process_time() + sum(loadgen.process_cpu(p.pid) or 0.0 for p in (a, b))
+
+
 def percentile(values: list[float], q: float) -> float:
     return loadgen.percentile(values, q) or 0.0
 
@@ -180,13 +185,14 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         )
         await one_task(a, b, args)  # warm-up, discarded
         print(f"before: {Machine.load()}", flush=True)
-        machine = Machine.now()
+        machine, ours0 = Machine.now(), _own_cpu(a, b)
         results: list[TaskResult] = []
         while len(results) < args.tasks:
             batch = min(args.concurrency, args.tasks - len(results))
             results += await asyncio.gather(*(one_task(a, b, args) for _ in range(batch)))
-        busy = machine.since()
-        print(f"after:  {Machine.load()}; the machine's CPU was {busy:.0%} busy (all processes)")
+        busy, ours = machine.since(), (_own_cpu(a, b) - ours0) / machine.elapsed_cpu()
+        print(f"after:  {Machine.load()}; the machine's CPUs were {busy:.0%} busy: this "
+              f"client and the two replicas {ours:.0%}, the rest {busy - ours:.0%}")  # fmt: skip
     local: list[float] = []
     relay: list[float] = []
     left_out = 0

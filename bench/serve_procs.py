@@ -190,6 +190,10 @@ class Machine:
         busy, total = _busy_and_total()
         return (busy - self.busy) / (total - self.total) if total > self.total else 0.0
 
+    def elapsed_cpu(self) -> float:
+        """CPU seconds the machine had since this reading (wall time x CPUs)."""
+        return _busy_and_total()[1] - self.total
+
     @staticmethod
     def load() -> str:
         return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
