@@ -41,7 +41,12 @@ Store variants (``bench_stores.py``; the trivial agent, the task store varies):
                     ``memory_limits=MemoryLimits(max_finished=N)`` when ``open_stores``
                     takes it, else is ignored with a warning on stderr).
 ``llamon-sqlite``   the same over ``open_stores("sqlite", home=DB_DIR)``.
-``llamon-postgres`` the same over ``open_stores("postgres", dsn=DSN)`` (``--dsn`` required).
+``llamon-postgres`` the same over ``open_stores("postgres", dsn=DSN)`` (``--dsn`` required):
+                    llamon's own store on asyncpg.
+``sdk-postgres``    the same ``create_app`` over a2a-sdk's ``DatabaseTaskStore`` and
+                    ``DatabasePushNotificationConfigStore`` on ``create_async_engine`` of the
+                    same DSN (``postgresql+asyncpg``, ``pool_pre_ping``): what
+                    ``--store postgres`` served before llamon had its own store.
 The stores are opened before the server starts and closed after it stops.
 
 Failure-promptness variants (``bench_stores.py failure``; the agent waits ``--io-delay``
@@ -101,6 +106,7 @@ STORE_VARIANTS = (
     "llamon-sqlite",
     "llamon-serve",
     "llamon-postgres",
+    "sdk-postgres",
 )
 FAILURE_VARIANTS = ("raw-ok", "raw-raise", "llamon-ok", "llamon-raise", "llamon-raise-late")
 ALL_VARIANTS = VARIANTS + STORE_VARIANTS + FAILURE_VARIANTS
@@ -344,6 +350,26 @@ async def _raw_sqlite_store(db_dir: str) -> tuple[Any, Close]:
     return store, engine.dispose
 
 
+async def _sdk_postgres_stores(dsn: str) -> Any:
+    """a2a-sdk's own PostgreSQL stores (SQLAlchemy over asyncpg), tables created, as llamon's
+    ``open_stores("postgres")`` served them before its own store."""
+    from a2a.server.tasks import DatabasePushNotificationConfigStore, DatabaseTaskStore
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from llamon_agent.a2a.stores import Stores, normalize_postgres_dsn
+
+    engine = create_async_engine(normalize_postgres_dsn(dsn), pool_pre_ping=True)
+    task_store = DatabaseTaskStore(engine)
+    push_store = DatabasePushNotificationConfigStore(engine)
+    try:
+        await task_store.initialize()
+        await push_store.initialize()
+    except BaseException:
+        await engine.dispose()
+        raise
+    return Stores(task_store, push_store, "postgres", engine)
+
+
 def memory_limits_kwargs(max_finished: int | None) -> dict[str, Any]:
     """``memory_limits=MemoryLimits(max_finished=N)`` for ``open_stores`` if it takes one.
 
@@ -398,6 +424,10 @@ async def _store_app(variant: str, options: argparse.Namespace) -> tuple[Any, Cl
         if not options.dsn:
             raise SystemExit("llamon-postgres needs --dsn")
         stores = await open_stores("postgres", dsn=options.dsn)
+    elif variant == "sdk-postgres":
+        if not options.dsn:
+            raise SystemExit("sdk-postgres needs --dsn")
+        stores = await _sdk_postgres_stores(options.dsn)
     else:
         raise SystemExit(f"unknown store variant {variant!r}")
     try:
@@ -576,7 +606,7 @@ def main() -> None:
         "--no-gc-freeze", action="store_true", help="llamon-serve: ServeOptions(gc_freeze=False)"
     )
     parser.add_argument("--db-dir", default=None, help="SQLite directory (the sqlite variants)")
-    parser.add_argument("--dsn", default=None, help="PostgreSQL DSN (llamon-postgres)")
+    parser.add_argument("--dsn", default=None, help="PostgreSQL DSN (the postgres variants)")
     parser.add_argument(
         "--max-finished", type=int, default=None,
         help="llamon-memory: MemoryLimits(max_finished=N), if open_stores takes memory_limits",

@@ -12,9 +12,12 @@ What is measured (``bench/README.md``, "Stores and failure promptness", says how
    ``DatabaseTaskStore`` on aiosqlite as shipped: the baseline), ``llamon-memory`` and
    ``llamon-sqlite`` (``create_app`` over ``open_stores("memory" | "sqlite")``),
    ``llamon-serve`` (the same agent through ``serve_agent``, as ``llamon serve`` runs it:
-   SQLite, reconciliation, ``gc.freeze``), and ``llamon-postgres`` with ``--postgres DSN``.
-   Targets, for llamon-sqlite and llamon-serve: >= 5 x raw-sqlite throughput at c=16 and
-   c=64; p99 <= 100 ms at c=16.
+   SQLite, reconciliation, ``gc.freeze``), and with ``--postgres DSN`` ``llamon-postgres``
+   (llamon's own store on asyncpg) against ``sdk-postgres`` (the same server over a2a-sdk's
+   ``DatabaseTaskStore`` on SQLAlchemy + asyncpg, the same database), interleaved like the
+   others. Targets, for llamon-sqlite and llamon-serve: >= 5 x raw-sqlite throughput at
+   c=16 and c=64; p99 <= 100 ms at c=16. For llamon-postgres: >= 4 x sdk-postgres at c=16
+   and c=64; p99 <= 150 ms at c=16.
 2. ``failure``: at c=1, the latency of an agent that waits 10 ms (its I/O) and answers,
    against the same agent raising after the wait; raw a2a-sdk and llamon, ``message/send``
    and ``message/stream``. The figure is ``raise p50 - ok p50``: how much later a failure
@@ -63,6 +66,10 @@ STREAM_CUT = loadgen.STREAM_CUT.decode()
 STORE_VARIANTS = ("raw-memory", "raw-sqlite", "llamon-memory", "llamon-sqlite", "llamon-serve")
 SQLITE_TARGETED = ("llamon-sqlite", "llamon-serve")  # the targets apply to both
 POSTGRES_VARIANT = "llamon-postgres"
+SDK_POSTGRES = "sdk-postgres"  # the PostgreSQL baseline: a2a-sdk's DatabaseTaskStore
+POSTGRES_VARIANTS = (POSTGRES_VARIANT, SDK_POSTGRES)
+TARGET_POSTGRES_SPEEDUP = 4.0  # llamon-postgres / sdk-postgres at SPEEDUP_AT
+TARGET_POSTGRES_P99_MS = 150.0  # llamon-postgres p99 at c=16
 BASELINE = "raw-sqlite"
 TARGET_SPEEDUP = 5.0  # llamon-sqlite (and -serve) / raw-sqlite throughput, at these concurrencies:
 SPEEDUP_AT = (16, 64)
@@ -172,14 +179,14 @@ def store_options(name: str, run_dir: Path, args: argparse.Namespace) -> list[st
         directory = run_dir / name  # both on the file system of the same temporary dir
         directory.mkdir()
         return ["--db-dir", str(directory)]
-    if name == POSTGRES_VARIANT:
+    if name in POSTGRES_VARIANTS:
         return ["--dsn", args.postgres]
     return []
 
 
 def throughput(args: argparse.Namespace, workdir: Path) -> tuple[str, dict[str, Any], int]:
     """Measure, print as it goes; (the table and ratio lines, the figures, error count)."""
-    names = [*args.variants, *([POSTGRES_VARIANT] if args.postgres else [])]
+    names = [*args.variants, *(POSTGRES_VARIANTS if args.postgres else ())]
     results: dict[str, dict[int, Runs]] = {n: {c: [] for c in args.concurrency} for n in names}
     foreign: dict[int, float] = {}
     logs: dict[str, dict[int, dict[str, int]]] = {n: {} for n in names}
@@ -219,6 +226,24 @@ def throughput(args: argparse.Namespace, workdir: Path) -> tuple[str, dict[str, 
         note = f"; other processes used {share:.0%} of the CPU" if share is not None else ""
         print(f"c={c:<3} {line}{note}", flush=True)
     return summarize_throughput(results, foreign, logs, args)
+
+
+def speedup_target(numerator: str, denominator: str, concurrency: int) -> float | None:
+    """The throughput ratio a pair must reach at ``concurrency``, or None (no target)."""
+    if concurrency not in SPEEDUP_AT:
+        return None
+    if numerator in SQLITE_TARGETED and denominator == BASELINE:
+        return TARGET_SPEEDUP
+    if (numerator, denominator) == POSTGRES_VARIANTS:
+        return TARGET_POSTGRES_SPEEDUP
+    return None
+
+
+def p99_target(variant: str) -> float | None:
+    """The p99 (ms, at ``P99_AT``) ``variant`` must stay under, or None."""
+    if variant in SQLITE_TARGETED:
+        return TARGET_P99_MS
+    return TARGET_POSTGRES_P99_MS if variant == POSTGRES_VARIANT else None
 
 
 def paired(a: Runs, b: Runs) -> list[float]:
@@ -269,6 +294,8 @@ def summarize_throughput(
     pairs = [(n, BASELINE) for n in results if n.startswith("llamon-") and BASELINE in results]
     if "llamon-memory" in results and "raw-memory" in results:
         pairs.append(("llamon-memory", "raw-memory"))
+    if POSTGRES_VARIANT in results and SDK_POSTGRES in results:
+        pairs.append((POSTGRES_VARIANT, SDK_POSTGRES))
     if pairs:
         lines += [
             "",
@@ -287,7 +314,7 @@ def summarize_throughput(
             aggregate = base.agg_rps(a) / den_rps if den_rps else None
             cpu_a, cpu_b = base.cpu_per_req(a), base.cpu_per_req(b)
             cpu = cpu_b / cpu_a if cpu_a and cpu_b else None
-            target = TARGET_SPEEDUP if num in SQLITE_TARGETED and c in SPEEDUP_AT else None
+            target = speedup_target(num, den, c)
             note = ""
             busy = foreign.get(c)
             if busy is not None and busy > base.NOISY:
@@ -316,7 +343,7 @@ def summarize_throughput(
         lines.append("")
         for name in results:
             p99 = figures["variants"][name][P99_AT]["p99_ms"]
-            target = TARGET_P99_MS if name in SQLITE_TARGETED else None
+            target = p99_target(name)
             note = (
                 verdict(p99 is not None and p99 <= target, f"<= {target:g} ms")
                 if target is not None
@@ -658,10 +685,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     group.add_argument("--slices", type=int, default=None, help="measured slices per variant")
     group.add_argument("--slice-seconds", type=float, default=None, help="length of a slice")
     group.add_argument("--warmup-seconds", type=float, default=None, help="per server")
-    group.add_argument("--postgres", metavar="DSN", default=None, help="add llamon-postgres")
     group.add_argument(
-        "--variants", nargs="+", default=list(STORE_VARIANTS), choices=STORE_VARIANTS,
-        metavar="V", help=f"a subset of {', '.join(STORE_VARIANTS)} (default: all)",
+        "--postgres", metavar="DSN", default=None, help="add llamon-postgres and sdk-postgres"
+    )
+    group.add_argument(
+        "--variants", nargs="*", default=list(STORE_VARIANTS), choices=STORE_VARIANTS,
+        metavar="V", help=f"a subset of {', '.join(STORE_VARIANTS)} (default: all; none:"
+        " only the --postgres pair)",
     )  # fmt: skip
     group = parser.add_argument_group("failure")
     group.add_argument("--io-delay", type=float, default=0.010, help="the agent's I/O wait (s)")

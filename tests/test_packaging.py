@@ -107,7 +107,7 @@ def test_each_optional_package_comes_with_its_extra() -> None:
         for name, specs in PYPROJECT["optional-dependencies"].items()
     }
     for distribution, extra in OPTIONAL_DISTRIBUTIONS.items():
-        if distribution in ("asyncpg", "sqlalchemy"):  # through a2a-sdk[postgresql]
+        if distribution == "sqlalchemy":  # through a2a-sdk[postgresql]
             assert "postgresql" in extras["postgres"]["a2a-sdk"]
         elif distribution == "psycopg":  # through the LangGraph PostgreSQL checkpointer
             assert "langgraph-checkpoint-postgres" in extras["postgres"]

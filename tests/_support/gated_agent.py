@@ -5,7 +5,8 @@ whose runs a test holds open across processes: a file is the gate.
   sent (blocking): ``opened PATH`` once the file exists. A gate never opened works until
   the run is cancelled or the process is killed.
 * ``birthday``: input-required (a question); the answer completes the task with
-  ``Thanks! Your birthday is ANSWER.``
+  ``Thanks! Your birthday is ANSWER.``; an answer ``gate PATH`` does so once the file
+  ``PATH`` exists (a resumed run held open).
 * anything else: ``answered TEXT`` at once.
 """
 
@@ -41,6 +42,9 @@ class GatedAgent:
 
     async def invoke(self, ctx: AgentContext) -> AgentOutput:
         if ctx.resumed:
+            held = _gate(ctx.text)
+            if held is not None:
+                await _opened(held)
             return f"Thanks! Your birthday is {ctx.text.strip()}."
         if ctx.text.strip() == "birthday":
             return HITLInterrupt(payload={"question": "When is your birthday? (YYYY-MM-DD)"})

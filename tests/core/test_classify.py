@@ -454,7 +454,7 @@ def test_a_locked_sqlite_database_is_a_retriable_database_failure_with_text_with
 
 @pytest.mark.reason("database_unavailable")
 def test_a_database_that_does_not_answer_is_database_unavailable() -> None:
-    from asyncpg.exceptions import (  # type: ignore[import-untyped]
+    from asyncpg.exceptions import (
         CannotConnectNowError,
         UniqueViolationError,
     )

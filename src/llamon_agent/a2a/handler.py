@@ -32,6 +32,12 @@ One run per task, one end per run (``task_locks``): a second ``message/send`` or
 ``task_busy`` (-32041, retriable) instead of starting a second agent, and ``tasks/cancel``
 and the run decide the task's end once -- the cancel answers the state the task really
 ended in (``canceled``, or -32002 naming the state that won), and ``tasks/get`` agrees.
+Across replicas sharing a task store, an answer to a paused task first claims it there
+(``stores.paused_claim``: stored ``working``, stamped with this worker, only while it is
+still paused), so of two answers reaching two replicas one runs and the other gets
+``task_busy`` (or -32602 naming the terminal state if the task ended first); a message
+on a task stored ``submitted``/``working`` with no run here (another replica runs it)
+gets ``task_busy`` too.
 
 A fault plan in a ``message/send`` / ``message/stream`` request's params metadata (a
 server with fault injection allowed: ``CustomAgentExecutor.fault_plan``, the one reader)
@@ -102,6 +108,7 @@ from llamon_agent.a2a.sent import DEFAULT_WINDOW, SentKey, SentMessages
 from llamon_agent.a2a.states import PAUSED_STATES, TERMINAL_STATES
 from llamon_agent.a2a.stores.guard import GuardedTaskStore, guard_task_store
 from llamon_agent.a2a.stores.sent_lookup import SENT_METADATA_KEY
+from llamon_agent.a2a.stores.workers import WORKER_METADATA_KEY
 from llamon_agent.a2a.task_locks import RunClaim, TaskClaims, task_busy
 from llamon_agent.core.errors import error_data_for_exception
 from llamon_agent.core.faults import FaultPlan, fault_scope
@@ -125,6 +132,8 @@ _CLAIM_TRIES: Final = 3
 """How often a repeat waits for another request starting the same send before it runs."""
 STORED_END_POLL: Final = 0.05
 """Seconds between reads of a task whose run on another replica ended, until it is stored."""
+_STARTED_STATES: Final = frozenset({TaskState.submitted, TaskState.working})
+"""A stored task in one of these with no run here is running on another replica."""
 CLAIM_GRACE: Final = 10.0
 """Seconds a finished run's claim waits for its reader to store the end before it is let go."""
 
@@ -379,37 +388,43 @@ class LlamonRequestHandler(DefaultRequestHandler):
         stamp = self.sent.stamp(key) if key is not None else None
         manager = _RunManager(self._claims, self.task_store, params, context, stamp)
         task: Task | None = await manager.get_task()
+        paused: Task | None = None  # the paused task as read, once this request claimed it
         if task:
-            if task.status.state in TERMINAL_STATES:
-                raise ServerError(
-                    error=InvalidParamsError(
-                        message=f"Task {task.id} is in terminal state: {task.status.state.value}"
-                    )
-                )
+            state = task.status.state
+            if state in TERMINAL_STATES:
+                raise _in_terminal_state(task.id, state)
+            if state in _STARTED_STATES:  # no run here (checked under the lock): elsewhere
+                raise task_busy()
+            before = task.model_copy(deep=True) if state in PAUSED_STATES else None
             task = manager.update_with_message(params.message, task)
+            if before is not None:
+                await self._resume(task, before.status.state, context)
+                paused = before
         elif params.message.task_id:
-            raise ServerError(
-                error=TaskNotFoundError(
-                    message=f"Task {params.message.task_id} was specified but does not exist"
-                )
+            raise _specified_not_found(params.message.task_id)
+        try:
+            request_context = await self._request_context_builder.build(
+                params=params,
+                task_id=task.id if task else None,
+                context_id=params.message.context_id,
+                task=task,
+                context=context,
             )
-        request_context = await self._request_context_builder.build(
-            params=params,
-            task_id=task.id if task else None,
-            context_id=params.message.context_id,
-            task=task,
-            context=context,
-        )
-        task_id = cast("str", request_context.task_id)
-        if key is not None and stamp is not None and task is None:
-            manager.stored = functools.partial(self.sent.started, key, stamp=stamp)
-        configuration = params.configuration
-        if self._push_config_store and configuration and configuration.push_notification_config:
-            await self._push_config_store.set_info(task_id, configuration.push_notification_config)
-        if isinstance(self._queue_manager, LlamonQueueManager):
-            queue = await self._queue_manager.create(task_id)
-        else:
-            queue = await self._queue_manager.create_or_tap(task_id)
+            task_id = cast("str", request_context.task_id)
+            if key is not None and stamp is not None and task is None:
+                manager.stored = functools.partial(self.sent.started, key, stamp=stamp)
+            configuration = params.configuration
+            push = configuration.push_notification_config if configuration else None
+            if self._push_config_store and push:
+                await self._push_config_store.set_info(task_id, push)  # may refuse its URL
+            if isinstance(self._queue_manager, LlamonQueueManager):
+                queue = await self._queue_manager.create(task_id)
+            else:
+                queue = await self._queue_manager.create_or_tap(task_id)
+        except BaseException:
+            if paused is not None:
+                await self._unclaim(paused, context)
+            raise
         claim = self._claims.begin(task_id, str(request_context.context_id), queue)
         manager.claim = claim
         producer = asyncio.create_task(self._run_event_stream(request_context, queue))
@@ -425,6 +440,45 @@ class LlamonRequestHandler(DefaultRequestHandler):
 
         reader = _Reader(manager, stopped, lambda: self._claims.finish(claim))
         return manager, task_id, queue, reader, producer
+
+    async def _resume(
+        self, task: Task, paused: TaskState, context: ServerCallContext | None
+    ) -> None:
+        """Claim the paused ``task`` for the run starting here: stored ``working`` and
+        stamped with this worker only if it is still ``paused`` in the shared store
+        (``paused_claim``), so of two answers racing on two replicas one runs. A request
+        that loses is refused: -32602 naming the state if the task ended meanwhile
+        (a2a-sdk's answer to a message on an ended task), else ``task_busy``. ``task``
+        itself stays paused: the agent learns from it that it resumes."""
+        task.metadata = {
+            **(task.metadata or {}),
+            WORKER_METADATA_KEY: self.agent_executor.worker_id,
+        }
+        status = TaskStatus(state=TaskState.working, timestamp=_now())
+        resumed = task.model_copy(update={"status": status}, deep=True)
+        if await self.task_store.claim_paused(resumed, paused, context):
+            return
+        stored = await self.task_store.get(task.id, context)
+        if stored is None:
+            raise _specified_not_found(task.id)
+        if stored.status.state in TERMINAL_STATES:
+            raise _in_terminal_state(task.id, stored.status.state)
+        logger.info("task %s: resumed by another request first", task.id)
+        raise task_busy()
+
+    async def _unclaim(self, paused: Task, context: ServerCallContext | None) -> None:
+        """The request that claimed ``paused`` is refused before its run starts (a push
+        config the policy refuses ...): store the task as it was, so the next answer
+        resumes it. A store that refuses leaves it ``working`` (answering ``task_busy``)
+        until this worker's next start ends it (``reconcile_orphaned_tasks``)."""
+        try:
+            await self.task_store.save(paused, context)
+        except Exception as exc:
+            logger.warning(
+                "task %s: not stored paused again after its answer was refused (%s)",
+                paused.id,
+                type(exc).__name__,
+            )
 
     async def _cleanup_producer(self, producer_task: asyncio.Task[Any], task_id: str) -> None:
         """Once the run's agent has stopped: close its queue and forget it, leaving a next
@@ -977,6 +1031,18 @@ def _is_final(event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> 
 def _ends_run(event: Event) -> bool:
     """Whether a relayed ``event`` ends its run (a message does: the run had no task)."""
     return isinstance(event, Message) or _is_final(event)
+
+
+def _in_terminal_state(task_id: str, state: TaskState) -> ServerError:
+    """a2a-sdk's answer to a message continuing an ended task: -32602 naming its state."""
+    message = f"Task {task_id} is in terminal state: {state.value}"
+    return ServerError(error=InvalidParamsError(message=message))
+
+
+def _specified_not_found(task_id: str) -> ServerError:
+    """a2a-sdk's answer to a message continuing a task the store does not hold: -32001."""
+    message = f"Task {task_id} was specified but does not exist"
+    return ServerError(error=TaskNotFoundError(message=message))
 
 
 def _not_cancelable(state: TaskState) -> ServerError:

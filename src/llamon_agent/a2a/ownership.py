@@ -53,10 +53,12 @@ from a2a.types import (
     Task,
     TaskNotFoundError,
     TaskPushNotificationConfig,
+    TaskState,
 )
 from a2a.utils.errors import ServerError
 
 from llamon_agent.a2a.stores.context_lookup import context_finder
+from llamon_agent.a2a.stores.paused_claim import claim_paused
 
 __all__ = [
     "CONTEXT_MEMORY",
@@ -113,13 +115,24 @@ class OwnedTaskStore(TaskStore):
     async def save(self, task: Task, context: ServerCallContext | None = None) -> None:
         """Save ``task``, stamped with the caller of ``context`` (when there is one and
         the task carries no stamp yet: a stamp is never changed)."""
-        if context is not None:
-            owner = owner_of(context)
-            self._remember(task.context_id, owner)
-            if owner and not _stamp(task):
-                metadata = {**(task.metadata or {}), OWNER_METADATA_KEY: owner}
-                task = task.model_copy(update={"metadata": metadata})
-        await self.inner.save(task, context)
+        await self.inner.save(self._stamped(task, context), context)
+
+    async def claim_paused(
+        self, task: Task, paused_state: TaskState, context: ServerCallContext | None = None
+    ) -> bool:
+        """Save ``task``, stamped as ``save`` does, only if the stored task is still in
+        ``paused_state``; ``True`` if it was saved (``paused_claim``)."""
+        return await claim_paused(self.inner, self._stamped(task, context), paused_state)
+
+    def _stamped(self, task: Task, context: ServerCallContext | None) -> Task:
+        if context is None:
+            return task
+        owner = owner_of(context)
+        self._remember(task.context_id, owner)
+        if not owner or _stamp(task):
+            return task
+        metadata = {**(task.metadata or {}), OWNER_METADATA_KEY: owner}
+        return task.model_copy(update={"metadata": metadata})
 
     async def get(self, task_id: str, context: ServerCallContext | None = None) -> Task | None:
         """The task, or ``None`` when ``context``'s caller does not own it."""

@@ -549,9 +549,22 @@ def _fixed(rule: ErrorRule, message: str) -> ContentRule:
     return ContentRule(apply, outcome=rule)
 
 
-_DATABASE_GONE_SQLSTATES: Final = ("08", "57P01", "57P02", "57P03", "53300")
-"""SQLSTATEs of a database that does not answer: connection exceptions (class 08), admin
-or crash shutdown, "cannot connect now" (starting up, shutting down), too many clients."""
+_DATABASE_GONE_SQLSTATES: Final = (
+    "08",
+    "57P01",
+    "57P02",
+    "57P03",
+    "53300",
+    "40001",
+    "40P01",
+    "57014",
+)
+"""SQLSTATEs of a database that does not answer, or not now: connection exceptions (class
+08), admin or crash shutdown, "cannot connect now" (starting up, shutting down), too many
+clients, a serialization failure, a deadlock, a statement timeout. Sending again may work."""
+
+_CONNECTION_CLOSED: Final = "connection is closed"
+"""asyncpg's ``InterfaceError`` text for a call on a connection the server dropped."""
 
 
 def _sqlstate(exc: BaseException) -> str:
@@ -569,30 +582,55 @@ def _sqlstate(exc: BaseException) -> str:
 _DATABASE = ErrorRule(ErrorCode.UPSTREAM_UNAVAILABLE, "database_unavailable", True)
 
 
+def _database_unavailable(exc: BaseException) -> Classification:
+    reason = _DATABASE.reason or ""
+    return Classification(_DATABASE.code, reason, _DATABASE.retriable, exc, expose_text=False)
+
+
+def _gone(sqlstate: object) -> bool:
+    return isinstance(sqlstate, str) and sqlstate.startswith(_DATABASE_GONE_SQLSTATES)
+
+
 def _database_answer(exc: BaseException) -> Classification | None:
     """SQLAlchemy's ``DBAPIError`` when the database does not answer: a connection it
     dropped (server stopped or failed over mid-statement), or one it refused while
     starting up or shutting down. Text withheld (it names hosts); any other DBAPI error
     defers to the next base, then the fallback."""
     lost = getattr(exc, "connection_invalidated", False) is True
-    if not (lost or _sqlstate(exc).startswith(_DATABASE_GONE_SQLSTATES)):
-        return None
-    reason = _DATABASE.reason or ""
-    return Classification(_DATABASE.code, reason, _DATABASE.retriable, exc, expose_text=False)
+    return _database_unavailable(exc) if lost or _gone(_sqlstate(exc)) else None
+
+
+def _asyncpg_answer(exc: BaseException) -> Classification | None:
+    """asyncpg's ``PostgresError`` by its ``sqlstate`` (the same SQLSTATEs), text withheld;
+    any other (a syntax error, a constraint) defers to the fallback."""
+    return _database_unavailable(exc) if _gone(getattr(exc, "sqlstate", None)) else None
+
+
+def _asyncpg_closed(exc: BaseException) -> Classification | None:
+    """asyncpg's ``InterfaceError`` on a connection the server dropped, text withheld; any
+    other (wrong arguments ...) defers to the fallback."""
+    return _database_unavailable(exc) if _CONNECTION_CLOSED in str(exc) else None
+
+
+def _sqlstates() -> str:
+    return ", ".join(
+        f"{state}*" if len(state) == 2 else state for state in _DATABASE_GONE_SQLSTATES
+    )
 
 
 _database_gone: Final = ContentRule(
     _database_answer,
     rows=(
-        _row(
-            "DBAPIError database gone",
-            _DATABASE,
-            "connection lost, SQLSTATE "
-            + ", ".join(
-                f"{state}*" if len(state) == 2 else state for state in _DATABASE_GONE_SQLSTATES
-            ),
-        ),
+        _row("DBAPIError database gone", _DATABASE, "connection lost, SQLSTATE " + _sqlstates()),
     ),
+)
+_asyncpg_gone: Final = ContentRule(
+    _asyncpg_answer,
+    rows=(_row("asyncpg PostgresError database gone", _DATABASE, "SQLSTATE " + _sqlstates()),),
+)
+_asyncpg_connection_closed: Final = ContentRule(
+    _asyncpg_closed,
+    rows=(_row("asyncpg InterfaceError connection closed", _DATABASE, _CONNECTION_CLOSED),),
 )
 
 
@@ -658,6 +696,8 @@ BUILTIN_RULES: Final[tuple[tuple[Key, Rule | YieldingRule, str], ...]] = (
         "a2a-sdk client: the called agent's answer is not JSON-RPC",
     ),
     ("sqlalchemy.DBAPIError", _database_gone, "database gone, see below"),
+    ("asyncpg.PostgresError", _asyncpg_gone, "database gone, see below"),
+    ("asyncpg.InterfaceError", _asyncpg_connection_closed, "connection closed, see below"),
     (MaxIterationError, _INTERNAL, ""),
     (MergeStrategyError, _INTERNAL, ""),
     (RoutingError, _INTERNAL, ""),

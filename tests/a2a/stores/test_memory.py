@@ -5,6 +5,7 @@ Real stores and real a2a-sdk types; time is a fake clock the tests move by hand.
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 import pytest
@@ -531,3 +532,44 @@ async def test_contexts_of_removed_tasks_are_pruned() -> None:
     found = await tasks.task_in_context("c2999")
     assert found is not None
     assert found.id == "t2999"
+
+
+# -- claim_paused ----------------------------------------------------------------------
+
+
+def resumed(task_id: str, worker: str) -> Task:
+    return Task(
+        id=task_id,
+        context_id="ctx",
+        status=TaskStatus(state=TaskState.working),
+        metadata={"llamon.worker": worker},
+    )
+
+
+@pytest.mark.parametrize("paused", [TaskState.input_required, TaskState.auth_required])
+async def test_of_two_concurrent_claims_on_a_paused_task_exactly_one_saves(
+    paused: TaskState,
+) -> None:
+    tasks = store()
+    await tasks.save(task("t", paused))
+    won = await asyncio.gather(
+        tasks.claim_paused(resumed("t", "a"), paused),
+        tasks.claim_paused(resumed("t", "b"), paused),
+    )
+    assert list(won) == [True, False]
+    assert await tasks.get("t") == resumed("t", "a")
+    assert (tasks.finished_count, tasks.unfinished_count) == (0, 1)
+
+
+@pytest.mark.parametrize("state", [TaskState.working, TaskState.auth_required, TaskState.completed])
+async def test_a_claim_on_a_task_no_longer_input_required_writes_nothing(
+    state: TaskState,
+) -> None:
+    tasks = store()
+    before = task("t", state)
+    await tasks.save(before)
+    assert await tasks.claim_paused(resumed("t", "a"), TaskState.input_required) is False
+    assert await tasks.get("t") == before
+    assert await tasks.claim_paused(resumed("unknown", "a"), TaskState.input_required) is False
+    assert await tasks.get("unknown") is None
+    assert len(tasks) == 1

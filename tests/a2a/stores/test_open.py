@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import (
     Artifact,
     DataPart,
@@ -41,6 +40,7 @@ from llamon_agent.a2a.stores import (
     reconcile_orphaned_tasks,
     worker_id,
 )
+from llamon_agent.a2a.stores.postgres import PostgresTaskStore
 from llamon_agent.a2a.stores.sqlite import SQLitePushConfigStore, SQLiteTaskStore
 from llamon_agent.core.errors import ErrorCode
 from tests._support.a2a_server import in_another_process
@@ -262,7 +262,7 @@ async def test_push_configs_are_encrypted_at_rest(tmp_path: Path, opener: Opener
 async def test_dsn_alone_selects_postgres(postgres_dsn: str, opener: Opener) -> None:
     stores = await opener(dsn=postgres_dsn)
     assert stores.kind == "postgres"
-    assert isinstance(stores.task_store, DatabaseTaskStore)
+    assert isinstance(stores.task_store, PostgresTaskStore)
 
 
 async def test_database_url_env_selects_postgres_and_masks_the_password(

@@ -1,6 +1,7 @@
 """Each store kind finds the tasks a message started (``llamon.sent``): SQLite through an
 index (and an older file gets the column and index on first open), memory by a dict,
-PostgreSQL by a JSON path query; a store that cannot answers ``[]`` through the guard."""
+llamon's PostgreSQL store through an index, a2a-sdk's by a JSON path query; a store that
+cannot answers ``[]`` through the guard."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from a2a.server.tasks import DatabaseTaskStore, InMemoryTaskStore
 from a2a.types import Task, TaskState, TaskStatus
 
 from llamon_agent.a2a.sent import SentKey, SentMessages, check_window
-from llamon_agent.a2a.stores import Stores, open_stores
+from llamon_agent.a2a.stores import Stores, normalize_postgres_dsn, open_stores
 from llamon_agent.a2a.stores.guard import guard_task_store
+from llamon_agent.a2a.stores.postgres import PostgresTaskStore
 from llamon_agent.a2a.stores.sent_lookup import (
     POSTGRES_SENT_INDEX,
     SENT_METADATA_KEY,
+    postgres_sent_index,
     sent_finder,
     sent_message_id,
 )
@@ -148,32 +151,52 @@ def test_the_window_variable_is_read_in_seconds(monkeypatch: pytest.MonkeyPatch)
             idempotency_window_setting()
 
 
-async def test_the_postgres_lookup_uses_its_expression_index() -> None:
-
+async def test_the_postgres_lookup_uses_its_index() -> None:
     async with postgres_schema() as dsn:
         stores = await open_stores("postgres", dsn=dsn)
-        await _the_postgres_lookup_uses_its_index(stores)
-
-
-async def _the_postgres_lookup_uses_its_index(stores: Stores) -> None:
-    from sqlalchemy import text
-
-    try:
-        store = stores.task_store
-        assert isinstance(store, DatabaseTaskStore)
-        await store.save(_task("t-pg", "m-pg"))
-        finder = sent_finder(store)
-        assert finder is not None
-        assert [task.id for task in await finder("m-pg")] == ["t-pg"]
-        async with store.engine.connect() as connection:
-            await connection.execute(text("SET enable_seqscan = off"))
-            plan = await connection.execute(
-                text(
-                    "EXPLAIN SELECT id FROM tasks"
-                    " WHERE (tasks.metadata #>> '{llamon.sent,messageId}') = 'm-pg'"
+        try:
+            store = stores.task_store
+            assert isinstance(store, PostgresTaskStore)
+            assert stores.postgres is not None
+            await store.save(_task("t-pg", "m-pg"))
+            finder = sent_finder(store)
+            assert finder is not None
+            assert [task.id for task in await finder("m-pg")] == ["t-pg"]
+            pool = stores.postgres.pool
+            async with pool.acquire() as connection, connection.transaction():
+                await connection.execute("SET LOCAL enable_seqscan = off")
+                plan = await connection.fetch(
+                    "EXPLAIN SELECT body FROM llamon_tasks WHERE message_id = 'm-pg'"
                 )
-            )
-            lines = " ".join(str(row[0]) for row in plan)
-        assert POSTGRES_SENT_INDEX in lines
-    finally:
-        await stores.close()
+            assert "llamon_tasks_message" in " ".join(str(row[0]) for row in plan)
+        finally:
+            await stores.close()
+
+
+async def test_a2a_sdks_own_postgres_store_is_found_by_its_expression_index() -> None:
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    async with postgres_schema() as dsn:
+        engine = create_async_engine(normalize_postgres_dsn(dsn))
+        try:
+            store = DatabaseTaskStore(engine)
+            await store.initialize()
+            async with engine.begin() as connection:
+                await connection.execute(text(postgres_sent_index("tasks")))
+            await store.save(_task("t-pg", "m-pg"))
+            finder = sent_finder(store)
+            assert finder is not None
+            assert [task.id for task in await finder("m-pg")] == ["t-pg"]
+            async with engine.connect() as connection:
+                await connection.execute(text("SET enable_seqscan = off"))
+                plan = await connection.execute(
+                    text(
+                        "EXPLAIN SELECT id FROM tasks"
+                        " WHERE (tasks.metadata #>> '{llamon.sent,messageId}') = 'm-pg'"
+                    )
+                )
+                lines = " ".join(str(row[0]) for row in plan)
+            assert POSTGRES_SENT_INDEX in lines
+        finally:
+            await engine.dispose()

@@ -149,6 +149,52 @@ async def test_unfinished_tasks_are_found_through_the_partial_index(
     assert "llamon_tasks_unfinished" in " ".join(str(row) for row in plan)
 
 
+@pytest.mark.parametrize("paused", [TaskState.input_required, TaskState.auth_required])
+async def test_of_two_claims_racing_from_two_stores_on_one_file_exactly_one_saves(
+    stores: Stores, tmp_path: Path, paused: TaskState
+) -> None:
+    replica_a = stores.task_store
+    other = await open_stores("sqlite", home=tmp_path)  # a second replica on the same file
+    try:
+        replica_b = other.task_store
+        assert isinstance(replica_a, SQLiteTaskStore)
+        assert isinstance(replica_b, SQLiteTaskStore)
+        await replica_a.save(_task("t", paused, worker="asker"))
+        by_a, by_b = _task("t", TaskState.working, "a"), _task("t", TaskState.working, "b")
+        won = await asyncio.wait_for(
+            asyncio.gather(
+                replica_a.claim_paused(by_a, paused), replica_b.claim_paused(by_b, paused)
+            ),
+            WAIT,
+        )
+        assert sorted(won) == [False, True]
+        winner = by_a if won[0] else by_b
+        assert await replica_a.get("t") == winner
+        assert await replica_b.get("t") == winner
+        assert _rows(tmp_path / "tasks.db", "SELECT state, worker FROM llamon_tasks") == [
+            ("working", winner.metadata["llamon.worker"] if winner.metadata else None)
+        ]
+    finally:
+        await other.close()
+
+
+@pytest.mark.parametrize("state", [TaskState.working, TaskState.auth_required, TaskState.failed])
+async def test_a_claim_on_a_task_no_longer_input_required_writes_nothing(
+    stores: Stores, tmp_path: Path, state: TaskState
+) -> None:
+    store = stores.task_store
+    assert isinstance(store, SQLiteTaskStore)
+    await store.save(_task("t", state, worker="asker"))
+    query = "SELECT id, state, worker, updated_at, task FROM llamon_tasks"
+    before = _rows(tmp_path / "tasks.db", query)
+    claim = _task("t", TaskState.working, "a")
+    assert await store.claim_paused(claim, TaskState.input_required) is False
+    assert _rows(tmp_path / "tasks.db", query) == before
+    unknown = _task("unknown", TaskState.working, "a")
+    assert await store.claim_paused(unknown, TaskState.input_required) is False
+    assert _rows(tmp_path / "tasks.db", query) == before
+
+
 async def test_a_contexts_task_is_found_through_the_context_index(
     stores: Stores, tmp_path: Path
 ) -> None:
@@ -286,7 +332,7 @@ async def test_a_push_config_under_another_key_is_skipped_without_its_url(
 
     reader = await open_stores("sqlite", home=tmp_path, push_encryption_key=Fernet.generate_key())
     try:
-        with caplog.at_level(logging.ERROR, logger="llamon_agent.a2a.stores.sqlite"):
+        with caplog.at_level(logging.ERROR, logger="llamon_agent.a2a.stores.push_rows"):
             assert await reader.push_config_store.get_info("t") == []
     finally:
         await reader.close()

@@ -284,6 +284,58 @@ async def test_a_question_asked_on_one_replica_is_answered_on_another(fleet: Fle
         assert after["result"]["artifacts"][0]["parts"][0]["text"] == "answered next"
 
 
+@pytest.mark.reason("task_busy")
+async def test_two_answers_racing_on_two_other_replicas_exactly_one_resumes_the_task(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    async with httpx.AsyncClient(timeout=WAIT) as http:
+        asked = await _rpc(
+            http, fleet.url, "message/send", {"message": text_message("birthday")}, "ask"
+        )
+        task = asked["result"]
+        assert task["status"]["state"] == "input-required"
+        runner = fleet.by_address((await fleet.logged(["ask"]))["ask"].answered_by)
+        others = [replica for replica in fleet.replicas if replica is not runner]
+        ids = {"taskId": task["id"], "contextId": task["contextId"]}
+        answers = {
+            asyncio.create_task(
+                _rpc(
+                    http,
+                    replica.url,
+                    "message/send",
+                    {"message": text_message(f"gate {gate}", **ids)},
+                    f"answer-{replica.index}",
+                )
+            ): replica
+            for replica in others
+        }
+        # the resumed run holds until the gate opens: the loser cannot see it ended
+        done, running = await asyncio.wait(
+            answers, timeout=WAIT, return_when=asyncio.FIRST_COMPLETED
+        )
+        [refused] = done
+        [winner] = running
+        assert_error(refused.result(), -32041, "task_busy")
+        loser = answers[refused]
+        during = await _rpc(http, loser.url, "tasks/get", {"id": task["id"]}, "during")
+        assert during["result"]["status"]["state"] == "working"
+        assert during["result"]["metadata"]["llamon.worker"] == answers[winner].worker_id
+        gate.touch()
+        result = (await asyncio.wait_for(winner, WAIT))["result"]
+        assert (result["id"], result["status"]["state"]) == (task["id"], "completed")
+        assert result["artifacts"][-1]["parts"] == [
+            {"kind": "text", "text": f"Thanks! Your birthday is gate {gate}."}
+        ]
+        # the loser's replica answers the next request, and sees the winner's end
+        ended = await _rpc(http, loser.url, "tasks/get", {"id": task["id"]}, "ended")
+        assert ended["result"]["status"]["state"] == "completed"
+        after = await _rpc(
+            http, loser.url, "message/send", {"message": text_message("next")}, "after"
+        )
+        assert after["result"]["artifacts"][0]["parts"][0]["text"] == "answered next"
+
+
 async def test_a_flow_paused_on_one_replica_resumes_from_its_checkpoint_on_another(
     redis: PrivateRedis,
 ) -> None:

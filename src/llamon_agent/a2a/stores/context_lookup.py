@@ -6,7 +6,8 @@ when the store holds none -- or ``None`` when the store cannot look contexts up:
 
 * llamon's SQLite store and memory store have the method (one indexed query; one dict
   lookup);
-* a2a-sdk's ``DatabaseTaskStore`` (the ``postgres`` kind) is queried by its tasks
+* llamon's PostgreSQL store has it too (one indexed query); a2a-sdk's
+  ``DatabaseTaskStore`` (a store a user passes in) is queried by its tasks
   table's ``context_id`` column;
 * any other store (a user's own ``TaskStore``) can take part by defining
   ``async def task_in_context(self, context_id: str) -> Task | None``; without it, it

@@ -2,8 +2,9 @@
 
 What the caller sees:
 
-* ``await recent_tasks(stores, state="failed", limit=50)``: the newest tasks (SQLite: by
-  last save; PostgreSQL: by id, the table keeps no time), optionally of one state.
+* ``await recent_tasks(stores, state="failed", limit=50)``: the newest tasks (llamon's
+  SQLite and PostgreSQL stores: by last save; a2a-sdk's ``DatabaseTaskStore``: by id, its
+  table keeps no time), optionally of one state.
   ``ValueError`` for a memory store (its tasks live in the serving process only) or an
   unknown state.
 * ``await live_tasks(task_store, limit=100)``: the tasks still running (``submitted`` or
@@ -14,7 +15,7 @@ What the caller sees:
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from a2a.server.tasks import TaskStore
 from a2a.types import DataPart, Task, TaskState
@@ -23,6 +24,10 @@ from llamon_agent.a2a.states import ORPHAN_STATES
 from llamon_agent.a2a.stores.memory import BoundedMemoryTaskStore
 from llamon_agent.a2a.stores.open import Stores
 from llamon_agent.a2a.stores.sqlite import SQLiteTaskStore
+from llamon_agent.a2a.stores.task_rows import task_from_body
+
+if TYPE_CHECKING:
+    from llamon_agent.a2a.stores.postgres_db import PostgresDatabase
 
 __all__ = ["LIVE_STATES", "TASK_STATES", "error_data_of", "live_tasks", "recent_tasks"]
 
@@ -45,6 +50,27 @@ _SQLITE_LIVE: Final = (  # the partial index over unfinished tasks finds them
 )
 
 
+_PG_RECENT: Final = "SELECT body FROM llamon_tasks ORDER BY updated_at DESC LIMIT $1"
+_PG_RECENT_IN: Final = (
+    "SELECT body FROM llamon_tasks WHERE state = $1 ORDER BY updated_at DESC LIMIT $2"
+)
+_PG_LIVE: Final = (  # the partial index over unfinished tasks finds them
+    "SELECT body FROM llamon_tasks WHERE state IN ({}) ORDER BY updated_at DESC LIMIT $1".format(  # noqa: S608 - constants only
+        ", ".join(f"'{state}'" for state in LIVE_STATES)
+    )
+)
+
+
+def _postgres_database(store: TaskStore) -> PostgresDatabase | None:
+    """The ``PostgresDatabase`` of llamon's PostgreSQL task store, else ``None`` (also
+    without the ``postgres`` extra, when no such store can exist)."""
+    try:
+        from llamon_agent.a2a.stores.postgres import PostgresTaskStore
+    except ImportError:
+        return None
+    return store.database if isinstance(store, PostgresTaskStore) else None
+
+
 def _newest(task: Task) -> str:
     return task.status.timestamp or ""
 
@@ -52,14 +78,19 @@ def _newest(task: Task) -> str:
 async def live_tasks(store: TaskStore, *, limit: int = 100) -> list[Task]:
     """The newest ``limit`` tasks of ``store`` still running (``LIVE_STATES``).
 
-    SQLite: by last save; PostgreSQL: by status time (one scan of the JSON column);
+    llamon's SQLite and PostgreSQL stores: by last save; a2a-sdk's ``DatabaseTaskStore``:
+    by status time (one scan of the JSON column);
     memory: by status time. ``ValueError`` for a store of another kind."""
     if isinstance(store, BoundedMemoryTaskStore):
         return sorted(store.tasks_in(LIVE_STATES), key=_newest, reverse=True)[:limit]
     if isinstance(store, SQLiteTaskStore):
         params = (*LIVE_STATES, limit)
         rows = await store.database.read(lambda c: c.execute(_SQLITE_LIVE, params).fetchall())
-        return [Task.model_validate_json(row[0]) for row in rows]
+        return [task_from_body(row[0]) for row in rows]
+    database = _postgres_database(store)
+    if database is not None:
+        found = await database.fetch_all(_PG_LIVE, limit)
+        return [task_from_body(row[0]) for row in found]
     from a2a.server.tasks import DatabaseTaskStore
 
     if not isinstance(store, DatabaseTaskStore):
@@ -94,7 +125,12 @@ async def recent_tasks(stores: Stores, *, state: str | None = None, limit: int =
             (_SQLITE_RECENT, (limit,)) if state is None else (_SQLITE_RECENT_IN, (state, limit))
         )
         rows = await store.database.read(lambda c: c.execute(sql, params).fetchall())
-        return [Task.model_validate_json(row[0]) for row in rows]
+        return [task_from_body(row[0]) for row in rows]
+    database = _postgres_database(store)
+    if database is not None:
+        args = (limit,) if state is None else (state, limit)
+        found = await database.fetch_all(_PG_RECENT if state is None else _PG_RECENT_IN, *args)
+        return [task_from_body(row[0]) for row in found]
     if stores.engine is None:
         raise ValueError(f"the {stores.kind} store keeps its tasks in the serving process")
     return await _postgres_recent(stores, state, limit)

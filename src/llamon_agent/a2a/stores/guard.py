@@ -15,6 +15,9 @@ request handler and the executor use it, never the raw store. What the caller se
   and in the background with backoff (0.1 s doubling to 5 s) until the store answers.
   Meanwhile ``get`` already answers the task with its pending terminal status, so
   ``tasks/get`` never shows ``working`` for a task that has ended.
+* ``claim_paused(task, paused_state)`` saves ``task`` only while the stored task is still
+  in ``paused_state`` (``paused_claim``), and is ``False`` for a task whose terminal
+  status is pending: of two answers to one paused task, one resumes it.
 * ``task_in_context(context_id)`` finds a stored task of a context (``context_lookup``),
   its failures classified the same way; ``None`` when there is none or the store cannot
   look contexts up.
@@ -38,10 +41,11 @@ from typing import Final, NoReturn
 
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import TaskStore
-from a2a.types import Task, TaskStatus
+from a2a.types import Task, TaskState, TaskStatus
 
 from llamon_agent.a2a.states import TERMINAL_STATES
 from llamon_agent.a2a.stores.context_lookup import context_finder
+from llamon_agent.a2a.stores.paused_claim import claim_paused
 from llamon_agent.a2a.stores.sent_lookup import sent_finder
 from llamon_agent.core.classify import classify_exception
 from llamon_agent.core.codes import ErrorCode
@@ -105,6 +109,21 @@ class GuardedTaskStore(TaskStore):
             self._pending.pop(task.id, None)
         if self._pending:
             self._wake.set()  # the store answers again: write the pending states now
+
+    async def claim_paused(self, task: Task, paused_state: TaskState) -> bool:
+        """Save ``task`` only if the stored task is still in ``paused_state``; ``True`` if
+        it was saved (``paused_claim``: the inner store's own conditional save, else a read
+        then a save). ``False`` while a terminal status of the task waits to be written:
+        the task has ended. A transient failure raises ``TaskStoreUnavailableError``."""
+        if task.id in self._pending:
+            return False
+        try:
+            claimed = await claim_paused(self.inner, task, paused_state)
+        except Exception as exc:
+            _raise_classified(exc)
+        if self._pending:
+            self._wake.set()  # the store answers again: write the pending states now
+        return claimed
 
     async def get(self, task_id: str, context: ServerCallContext | None = None) -> Task | None:
         """The stored task, with its terminal status if that is still waiting to be written."""

@@ -29,6 +29,8 @@ at most ``MemoryLimits.max_finished`` finished tasks, each for at most
 
   With ``max_finished=0`` that also forgets the configs before a2a-sdk sends the final
   push notification of the task, so that notification is not sent.
+* ``claim_paused(task, paused_state)`` saves ``task`` only while the stored task is still
+  in ``paused_state`` (``paused_claim``): of two answers to one paused task, one resumes it.
 * ``task_in_context(context_id)`` answers the task saved last under ``context_id`` while
   the store holds it (one dict lookup; how a context's owner is learned again once the
   server's memory of recent contexts has forgotten it), else ``None``.
@@ -50,7 +52,7 @@ from typing import Final
 
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import PushNotificationConfigStore, TaskStore
-from a2a.types import PushNotificationConfig, Task
+from a2a.types import PushNotificationConfig, Task, TaskState
 
 from llamon_agent.a2a.states import TERMINAL_STATES
 from llamon_agent.a2a.stores.sent_lookup import sent_message_id
@@ -208,6 +210,16 @@ class BoundedMemoryTaskStore(TaskStore):
         while len(finished) > limit:
             self._evict(finished.popitem(last=False)[0])
         self._evict_old(now)
+
+    async def claim_paused(self, task: Task, paused_state: TaskState) -> bool:
+        """Save ``task`` only if the stored task is still in ``paused_state`` (a paused
+        task is never evicted); ``True`` if it was saved. Nothing awaits between the check
+        and the save, so of two claims on one paused task exactly one is ``True``."""
+        stored = self._tasks.get(task.id)
+        if not isinstance(stored, Task) or stored.status.state != paused_state:
+            return False
+        await self.save(task)
+        return True
 
     async def get(self, task_id: str, context: ServerCallContext | None = None) -> Task | None:
         """A copy of the task with ``task_id``, or ``None`` when unknown or evicted (age

@@ -10,8 +10,10 @@ What the caller sees:
   ``~/.llamon``), served by llamon's own store (``sqlite_store``: WAL, one writer thread
   with batched commits, a reader thread). ``memory`` keeps tasks in this process, evicting
   finished ones past ``memory_limits`` (``memory_store``), and loses them on exit.
-* PostgreSQL DSNs are written the usual way (``postgresql://`` or ``postgres://``) and
-  become ``postgresql+asyncpg://`` URLs; ``sslmode=`` becomes asyncpg's ``ssl=``.
+* ``postgres``: llamon's own store on asyncpg (``postgres``, ``postgres_db``: one row per task, a
+  writer with batched commits, a pool of up to 8 read connections). PostgreSQL DSNs are
+  written the usual way (``postgresql://`` or ``postgres://``) and become
+  ``postgresql+asyncpg://`` URLs; ``sslmode=`` becomes asyncpg's ``ssl=``.
 * Bad input raises ``ValueError`` naming what was wrong. A DSN's password never appears in
   an error message or in ``Stores.description``: it is shown as ``***``.
 * ``await reconcile_orphaned_tasks(stores)`` at startup, before serving, ends as ``failed``
@@ -28,15 +30,10 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 from uuid import uuid4
 
-from a2a.server.tasks import (
-    DatabasePushNotificationConfigStore,
-    DatabaseTaskStore,
-    PushNotificationConfigStore,
-    TaskStore,
-)
+from a2a.server.tasks import DatabaseTaskStore, PushNotificationConfigStore, TaskStore
 from a2a.types import Message, Role, Task, TaskState, TaskStatus
 
 from llamon_agent._extras import missing_extra
@@ -59,7 +56,6 @@ from llamon_agent.a2a.stores.memory import (
     MemoryLimits,
 )
 from llamon_agent.a2a.stores.retention import EventRetention
-from llamon_agent.a2a.stores.sent_lookup import postgres_sent_index
 from llamon_agent.a2a.stores.sqlite import (
     SQLitePushConfigStore,
     SQLiteTaskStore,
@@ -88,11 +84,18 @@ from llamon_agent.core.settings import (
 _NO_POSTGRES: ImportError | None = None
 """Why the postgres store cannot open here (the core install has no ``[postgres]`` extra)."""
 try:  # SQLite and memory need none of it
-    from a2a.server.models import Base, PushNotificationConfigModel, TaskModel
-    from sqlalchemy import JSON, ColumnElement, or_, select, text, type_coerce
+    from a2a.server.models import TaskModel
+    from sqlalchemy import JSON, ColumnElement, or_, select, type_coerce
     from sqlalchemy.engine import URL, make_url
     from sqlalchemy.exc import ArgumentError, IntegrityError, ProgrammingError
     from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+    from llamon_agent.a2a.stores.postgres import (
+        PostgresPushConfigStore,
+        PostgresTaskStore,
+        open_postgres_database,
+    )
+    from llamon_agent.a2a.stores.postgres_db import PostgresDatabase, asyncpg_dsn
 except ImportError as exc:
     _NO_POSTGRES = exc
 
@@ -132,8 +135,10 @@ _PARAM_PASSWORD = re.compile(r"(password\s*=\s*)[^&\s#]*", re.IGNORECASE)
 class Stores:
     """The task store and push-config store an A2A server uses, and how to release them.
 
-    ``engine`` is the SQLAlchemy engine both PostgreSQL stores share and ``database`` the
-    ``SQLiteDatabase`` both SQLite stores share (each ``None`` otherwise);
+    ``postgres`` is the ``PostgresDatabase`` (asyncpg: a writer with batched commits and a
+    read pool) both PostgreSQL stores share, ``engine`` the SQLAlchemy engine its failure
+    and event stores use, and ``database`` the ``SQLiteDatabase`` both SQLite stores share
+    (each ``None`` otherwise);
     ``description`` says where the data lives, e.g. ``sqlite:/home/me/.llamon/tasks.db``,
     with any DSN password masked. ``failures`` is the failure store in the same database
     (``stores.failures``: every failed task's failure record, queryable); ``events`` keeps
@@ -148,6 +153,7 @@ class Stores:
     database: SQLiteDatabase | None = None
     failures: FailureStore | None = None
     events: TaskEventStore | None = None
+    postgres: PostgresDatabase | None = None
 
     def __post_init__(self) -> None:
         if not self.description:
@@ -156,13 +162,16 @@ class Stores:
     async def close(self) -> None:
         """Close the database connections (safe to call twice; a no-op for memory).
 
-        SQLite: the writes already queued are committed first, failure records included."""
+        SQLite and PostgreSQL: the writes already queued are committed first, failure
+        records included."""
         if self.failures is not None:
             await self.failures.close()
         if self.events is not None:
             await self.events.close()
         if self.engine is not None:
             await self.engine.dispose()
+        if self.postgres is not None:
+            await self.postgres.close()
         if self.database is not None:
             await self.database.close()
 
@@ -235,23 +244,17 @@ def _postgres_engine(url: str) -> AsyncEngine:
 
 
 async def _create_tables(engine: AsyncEngine) -> None:
-    """Create both a2a tables (and, on PostgreSQL, the failure table) if missing, in one
-    transaction.
+    """Create the failure and task event tables if missing, in one transaction.
 
     Two replicas starting at once on an empty PostgreSQL can both decide a table is
     missing; the loser's ``CREATE`` fails with a duplicate error, and one retry (which now
     sees the table) settles it.
     """
-    names = (TaskModel.__tablename__, PushNotificationConfigModel.__tablename__)
-    tables = [Base.metadata.tables[name] for name in names]
     for attempt in (1, 2):
         try:
             async with engine.begin() as connection:
-                await connection.run_sync(Base.metadata.create_all, tables=tables)
-                if connection.dialect.name == "postgresql":  # finds a repeated send
-                    await connection.execute(text(postgres_sent_index(TaskModel.__tablename__)))
-                    await create_postgres_failure_table(connection)
-                    await create_postgres_task_event_table(connection)
+                await create_postgres_failure_table(connection)
+                await create_postgres_task_event_table(connection)
             return
         except (IntegrityError, ProgrammingError):
             if attempt == 2:
@@ -259,32 +262,36 @@ async def _create_tables(engine: AsyncEngine) -> None:
             logger.info("table creation raced with another process; retrying once")
 
 
-async def _open_database_stores(
-    engine: AsyncEngine,
-    kind: StoreKind,
+async def _open_postgres_stores(
+    url: str,
     description: str,
     push_encryption_key: bytes | None,
     retention: FailureRetention,
     events_retention: EventRetention,
 ) -> Stores:
-    """Stores over ``engine`` with their tables created; the engine is disposed on failure."""
+    """llamon's PostgreSQL stores at ``url``, tables created; everything closed on failure."""
+    database = await open_postgres_database(asyncpg_dsn(url))
+    engine = _postgres_engine(url)
     try:
-        task_store = DatabaseTaskStore(engine, create_table=False)
-        push_store = DatabasePushNotificationConfigStore(
-            engine, create_table=False, encryption_key=push_encryption_key
-        )
+        push_store = PostgresPushConfigStore(database, encryption_key=push_encryption_key)
         await _create_tables(engine)
-        await task_store.initialize()
-        await push_store.initialize()
         failures = PostgresFailureStore(engine, retention)
         await failures.prune()
         events = PostgresTaskEventStore(engine, events_retention)
         await events.prune()
     except BaseException:
         await engine.dispose()
+        await database.close()
         raise
     return Stores(
-        task_store, push_store, kind, engine, description, failures=failures, events=events
+        PostgresTaskStore(database),
+        push_store,
+        "postgres",
+        engine,
+        description,
+        failures=failures,
+        events=events,
+        postgres=database,
     )
 
 
@@ -373,8 +380,8 @@ async def open_stores(
         return await _open_sqlite_stores(home, push_encryption_key, retention, kept_events)
     url = normalize_postgres_dsn(raw_dsn or "")
     description = f"postgres:{_mask_dsn(url)}"
-    return await _open_database_stores(
-        _postgres_engine(url), "postgres", description, push_encryption_key, retention, kept_events
+    return await _open_postgres_stores(
+        url, description, push_encryption_key, retention, kept_events
     )
 
 
@@ -390,10 +397,15 @@ def _orphan_filter(model: type[TaskModel], worker: str) -> list[ColumnElement[bo
     return [state.in_(ORPHAN_STATES), or_(stamp == worker, stamp.is_(None))]
 
 
-async def _orphan_ids(store: TaskStore, worker: str) -> list[str]:
-    if isinstance(store, SQLiteTaskStore):
-        return await store.unfinished_task_ids(worker)
-    assert isinstance(store, DatabaseTaskStore)  # noqa: S101 - reconcile_orphaned_tasks checks
+async def _orphan_ids(store: TaskStore, worker: str) -> list[str] | None:
+    """The ids of ``worker``'s unfinished tasks, sorted; ``None`` when ``store`` keeps no
+    tasks past this process (memory) or cannot list them."""
+    method: Any = getattr(store, "unfinished_task_ids", None)
+    if callable(method):  # llamon's SQLite and PostgreSQL stores: a partial index
+        ids: list[str] = await method(worker)
+        return ids
+    if not isinstance(store, DatabaseTaskStore):  # a user's own a2a-sdk store: a scan
+        return None
     await store.initialize()
     model = store.task_model
     query = select(model.id).where(*_orphan_filter(model, worker)).order_by(model.id)
@@ -475,16 +487,18 @@ async def reconcile_orphaned_tasks(
     ``stamped_only``: end only the tasks stamped with ``worker``, none without a stamp (a
     live replica ending another, dead one's tasks: ``a2a.liveness``).
 
-    Cost: one query that returns only matching ids (SQLite: a partial index over the
-    unfinished tasks; PostgreSQL: a scan with the JSON filters run in the database), then
+    Cost: one query that returns only matching ids (llamon's SQLite and PostgreSQL
+    stores, or any store with ``unfinished_task_ids(worker)``: a partial index over the
+    unfinished tasks; a2a-sdk's ``DatabaseTaskStore``: a scan with the JSON filters run in
+    the database), then
     one ``get`` and one ``save`` per orphan, so at most one task is in memory at a time.
     """
     store = stores.task_store
-    if not isinstance(store, SQLiteTaskStore | DatabaseTaskStore):
-        return []
     owner = worker if worker is not None else worker_id()
-    error = make_application_error_data(code, reason, message, retriable=retriable)
     ids = await _orphan_ids(store, owner)
+    if ids is None:
+        return []
+    error = make_application_error_data(code, reason, message, retriable=retriable)
     ended = await _end_each(store, ids, owner, error, stores.failures, stamped_only)
     if ended:
         logger.warning(

@@ -7,11 +7,11 @@ accepted (seconds since the epoch). ``sent_finder(store)`` is the store's
 ``tasks_sent_as(message_id)`` -- the stored tasks whose stamp names ``message_id`` (of any
 caller; the caller filters) -- or ``None`` when the store cannot look them up:
 
-* llamon's SQLite store: one query by an index on the stamped message id (schema 3);
+* llamon's SQLite and PostgreSQL stores: one query by an index on the stamped message id;
 * llamon's memory store: one dict lookup, for as long as it holds the task;
-* a2a-sdk's ``DatabaseTaskStore`` (the ``postgres`` kind): a JSON path query on its tasks
+* a2a-sdk's ``DatabaseTaskStore`` (a store a user passes in): a JSON path query on its tasks
   table's metadata column, served on PostgreSQL by the expression index
-  ``POSTGRES_SENT_INDEX`` that ``open_stores`` creates (elsewhere: a scan);
+  ``POSTGRES_SENT_INDEX`` when created (``postgres_sent_index(table)``; else a scan);
 * any other store (a user's own ``TaskStore``) can take part by defining
   ``async def tasks_sent_as(self, message_id: str) -> list[Task]``; without it, a repeat
   is recognised only while this process remembers the message (``a2a.sent``).

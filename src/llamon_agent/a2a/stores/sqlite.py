@@ -21,28 +21,26 @@ What the caller sees:
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 import sqlite3
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Final
 
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import PushNotificationConfigStore, TaskStore
-from a2a.types import PushNotificationConfig, Task
-from pydantic import ValidationError
+from a2a.types import PushNotificationConfig, Task, TaskState
 
 from llamon_agent.a2a.states import ORPHAN_STATES
 from llamon_agent.a2a.stores.failures_sql import SQLITE_FAILURE_SCHEMA
-from llamon_agent.a2a.stores.sent_lookup import sent_message_id
+from llamon_agent.a2a.stores.push_rows import PushConfigCodec
 from llamon_agent.a2a.stores.sqlite_db import SQLiteDatabase, fetch_all, fetch_one, rollback
 from llamon_agent.a2a.stores.task_events_sql import SQLITE_TASK_EVENT_SCHEMA
-from llamon_agent.a2a.stores.workers import WORKER_METADATA_KEY
-
-if TYPE_CHECKING:
-    from cryptography.fernet import Fernet
+from llamon_agent.a2a.stores.task_rows import (
+    A2A_TASK_COLUMNS,
+    task_from_a2a_row,
+    task_from_body,
+    task_row,
+)
 
 __all__ = [
     "SQLITE_SCHEMA_VERSION",
@@ -99,6 +97,10 @@ _UPSERT_TASK: Final = (
     " context_id = excluded.context_id, state = excluded.state, worker = excluded.worker,"
     " updated_at = excluded.updated_at, task = excluded.task, message_id = excluded.message_id"
 )
+_CLAIM_PAUSED: Final = (
+    "UPDATE llamon_tasks SET context_id = ?, state = ?, worker = ?, updated_at = ?, task = ?,"
+    " message_id = ? WHERE id = ? AND state = ?"
+)
 _SELECT_TASK: Final = "SELECT task FROM llamon_tasks WHERE id = ?"
 _SELECT_CONTEXT_TASK: Final = "SELECT task FROM llamon_tasks WHERE context_id = ? LIMIT 1"
 _SELECT_SENT_TASKS: Final = "SELECT task FROM llamon_tasks WHERE message_id = ? LIMIT 100"
@@ -117,7 +119,7 @@ _SELECT_PUSH: Final = (
 _DELETE_PUSH: Final = "DELETE FROM llamon_push_configs WHERE task_id = ?"
 _DELETE_PUSH_ONE: Final = "DELETE FROM llamon_push_configs WHERE task_id = ? AND config_id = ?"
 
-_A2A_TASKS: Final = "SELECT id, context_id, kind, status, artifacts, history, metadata FROM tasks"
+_A2A_TASKS: Final = f"SELECT {A2A_TASK_COLUMNS} FROM tasks"  # noqa: S608 - constants
 _A2A_PUSH: Final = (
     "INSERT OR IGNORE INTO llamon_push_configs (task_id, config_id, config)"
     " SELECT task_id, config_id, config_data FROM push_notification_configs"
@@ -166,11 +168,11 @@ def _carry_over_a2a_tables(connection: sqlite3.Connection) -> int:
     carried = skipped = 0
     if "tasks" in tables:
         for row in connection.execute(_A2A_TASKS).fetchall():
-            task = _task_from_a2a_row(row)
+            task = task_from_a2a_row(row)
             if task is None:
                 skipped += 1
                 continue
-            connection.execute(_UPSERT_TASK, _task_row(task))
+            connection.execute(_UPSERT_TASK, task_row(task))
             carried += 1
     if "push_notification_configs" in tables:
         connection.execute(_A2A_PUSH)
@@ -181,28 +183,6 @@ def _carry_over_a2a_tables(connection: sqlite3.Connection) -> int:
             skipped,
         )
     return carried
-
-
-def _task_from_a2a_row(row: tuple[Any, ...]) -> Task | None:
-    task_id, context_id, kind, status, artifacts, history, metadata = row
-
-    def loaded(value: Any) -> Any:
-        return json.loads(value) if isinstance(value, str | bytes) else value
-
-    try:
-        return Task.model_validate(
-            {
-                "id": task_id,
-                "context_id": context_id,
-                "kind": kind,
-                "status": loaded(status),
-                "artifacts": loaded(artifacts),
-                "history": loaded(history),
-                "metadata": loaded(metadata),
-            }
-        )
-    except (ValidationError, ValueError):
-        return None
 
 
 async def open_sqlite_database(path: Path) -> SQLiteDatabase:
@@ -217,19 +197,6 @@ async def open_sqlite_database(path: Path) -> SQLiteDatabase:
 # --- the stores ------------------------------------------------------------------------------
 
 
-def _task_row(task: Task) -> tuple[Any, ...]:
-    worker = (task.metadata or {}).get(WORKER_METADATA_KEY)
-    return (
-        task.id,
-        task.context_id,
-        task.status.state.value,
-        worker if isinstance(worker, str) else None,
-        time.time(),
-        task.model_dump_json(),
-        sent_message_id(task),
-    )
-
-
 class SQLiteTaskStore(TaskStore):
     """a2a-sdk's ``TaskStore`` on a ``SQLiteDatabase``: one row per task, the task as JSON."""
 
@@ -238,12 +205,24 @@ class SQLiteTaskStore(TaskStore):
 
     async def save(self, task: Task, context: ServerCallContext | None = None) -> None:
         """Insert or replace ``task``; returns once it is committed."""
-        await self.database.write((_UPSERT_TASK, _task_row(task)))
+        await self.database.write((_UPSERT_TASK, task_row(task)))
+
+    async def claim_paused(self, task: Task, paused_state: TaskState) -> bool:
+        """Save ``task`` only if the stored task is still in ``paused_state``; ``True`` if
+        it was saved. One conditional ``UPDATE`` in the next commit: of two claims on one
+        paused task (from any process on the file) exactly one is ``True``."""
+        task_id, *columns = task_row(task)
+        parameters = (*columns, task_id, paused_state.value)
+
+        def run(connection: sqlite3.Connection) -> bool:
+            return connection.execute(_CLAIM_PAUSED, parameters).rowcount == 1
+
+        return await self.database.write_returning(run)
 
     async def get(self, task_id: str, context: ServerCallContext | None = None) -> Task | None:
         """The task saved last under ``task_id``, or ``None``."""
         row = await self.database.read(fetch_one(_SELECT_TASK, (task_id,)))
-        return None if row is None else Task.model_validate_json(row[0])
+        return None if row is None else task_from_body(row[0])
 
     async def delete(self, task_id: str, context: ServerCallContext | None = None) -> None:
         """Remove the task (a no-op for an unknown id)."""
@@ -252,13 +231,13 @@ class SQLiteTaskStore(TaskStore):
     async def task_in_context(self, context_id: str) -> Task | None:
         """One task stored under ``context_id``, or ``None`` (one query, by an index)."""
         row = await self.database.read(fetch_one(_SELECT_CONTEXT_TASK, (context_id,)))
-        return None if row is None else Task.model_validate_json(row[0])
+        return None if row is None else task_from_body(row[0])
 
     async def tasks_sent_as(self, message_id: str) -> list[Task]:
         """The tasks a message with ``message_id`` started (stamped ``llamon.sent``; one
         query, by an index), of any caller."""
         rows = await self.database.read(fetch_all(_SELECT_SENT_TASKS, (message_id,)))
-        return [Task.model_validate_json(row[0]) for row in rows]
+        return [task_from_body(row[0]) for row in rows]
 
     async def unfinished_task_ids(self, worker: str) -> list[str]:
         """Ids of ``submitted``/``working`` tasks stamped by ``worker`` or not stamped, sorted.
@@ -280,21 +259,17 @@ class SQLitePushConfigStore(PushNotificationConfigStore):
 
     def __init__(self, database: SQLiteDatabase, encryption_key: bytes | None = None) -> None:
         self.database = database
-        self._fernet = _fernet(encryption_key) if encryption_key is not None else None
+        self._codec = PushConfigCodec(encryption_key)
 
     async def set_info(self, task_id: str, notification_config: PushNotificationConfig) -> None:
         """Insert or replace the config; an id-less config gets the task id as its id."""
-        config_id = notification_config.id or task_id
-        config = notification_config.model_copy(update={"id": config_id})
-        payload = config.model_dump_json().encode()
-        if self._fernet is not None:
-            payload = self._fernet.encrypt(payload)
+        config_id, payload = self._codec.encode(task_id, notification_config)
         await self.database.write((_UPSERT_PUSH, (task_id, config_id, payload)))
 
     async def get_info(self, task_id: str) -> list[PushNotificationConfig]:
         """The task's configs, in the order they were first set."""
         rows = await self.database.read(fetch_all(_SELECT_PUSH, (task_id,)))
-        configs = (self._decode(task_id, config_id, payload) for config_id, payload in rows)
+        configs = (self._codec.decode(task_id, config_id, payload) for config_id, payload in rows)
         return [config for config in configs if config is not None]
 
     async def delete_info(self, task_id: str, config_id: str | None = None) -> None:
@@ -303,37 +278,3 @@ class SQLitePushConfigStore(PushNotificationConfigStore):
             await self.database.write((_DELETE_PUSH, (task_id,)))
         else:
             await self.database.write((_DELETE_PUSH_ONE, (task_id, config_id)))
-
-    def _decode(
-        self, task_id: str, config_id: str, payload: bytes
-    ) -> PushNotificationConfig | None:
-        if self._fernet is not None:
-            from cryptography.fernet import InvalidToken
-
-            with contextlib.suppress(InvalidToken):  # else maybe stored before the key
-                payload = self._fernet.decrypt(payload)
-        try:
-            return PushNotificationConfig.model_validate_json(payload)
-        except ValidationError:
-            logger.error(
-                "push config %r of task %r is unreadable (wrong encryption key or corrupt)",
-                config_id,
-                task_id,
-            )
-            return None
-
-
-def _fernet(key: bytes) -> Fernet:
-    try:
-        from cryptography.fernet import Fernet
-    except ImportError:  # pragma: no cover - cryptography comes with a2a-sdk's extras
-        raise ValueError(
-            "push_encryption_key needs the 'cryptography' package: pip install cryptography"
-        ) from None
-    try:
-        return Fernet(key)
-    except (ValueError, TypeError):
-        raise ValueError(
-            "push_encryption_key must be a Fernet key (Fernet.generate_key():"
-            " 32 url-safe base64-encoded bytes)"
-        ) from None
