@@ -19,6 +19,10 @@ Variants (the same trivial agent on both sides):
 ``llamon-stream`` ``create_app(agent, card)`` where ``agent`` has ``stream(ctx)`` yielding
                   the same chunks, and ``invoke``.
 
+``raw-hold``      a raw executor streaming ``ticking_agent.py``'s ticks (``bench_open_streams.py``
+                  holds 1,000 of them open): the task, ``start_work()``, one artifact chunk
+                  (a DataPart) per tick, ``complete()``; the message text sets the ticks.
+
 ``raw-working``   diagnosis only: ``raw`` plus ``TaskUpdater.start_work()`` (the ``working``
                   status event llamon publishes before running the agent).
 ``raw-failed``    diagnosis only: ``raw-working`` that ends with ``TaskUpdater.failed`` and
@@ -93,6 +97,7 @@ VARIANTS = (
     "raw-failed",
     "llamon-otel",
     "llamon-fail-otel",
+    "raw-hold",
 )
 STORE_VARIANTS = (
     "raw-memory",
@@ -213,6 +218,44 @@ def _raw_app(
     return A2AStarletteApplication(bench_card(), handler).build()
 
 
+def _raw_hold_app() -> Any:
+    """``raw-hold``: ``ticking_agent.ticks`` as artifact chunks from a raw executor."""
+    from a2a.server.agent_execution import AgentExecutor, RequestContext
+    from a2a.server.events import EventQueue
+    from a2a.server.tasks import TaskUpdater
+    from a2a.types import DataPart, Part, Task, TaskState, TaskStatus
+    from ticking_agent import parse_spec, ticks  # bench/ is sys.path[0]
+
+    class HoldExecutor(AgentExecutor):
+        """Enqueue the task, start work, one artifact chunk per tick, complete."""
+
+        async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+            assert context.message is not None
+            task = Task(
+                id=str(context.task_id),
+                context_id=str(context.context_id),
+                status=TaskStatus(state=TaskState.submitted),
+                history=[context.message],
+            )
+            await event_queue.enqueue_event(task)
+            updater = TaskUpdater(event_queue, task.id, task.context_id)
+            await updater.start_work()
+            artifact_id = str(uuid.uuid4())
+            async for tick in ticks(parse_spec(context.get_user_input())):
+                await updater.add_artifact(
+                    [Part(root=DataPart(data=tick))],
+                    artifact_id=artifact_id,
+                    name="response",
+                    append=tick["tick"] > 1 or None,
+                )
+            await updater.complete()
+
+        async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+            raise NotImplementedError
+
+    return _raw_app((), executor=HoldExecutor())
+
+
 # -- llamon --------------------------------------------------------------------------------
 
 
@@ -253,6 +296,8 @@ def build_app(variant: str) -> Any:
         return _raw_app((REPLY,), working=True)
     if variant == "raw-failed":
         return _raw_app((), working=True, fail=True)
+    if variant == "raw-hold":
+        return _raw_hold_app()
     if variant in ("llamon", "llamon-fail", "llamon-stream"):
         return _llamon_app(variant)
     if variant in ("llamon-otel", "llamon-fail-otel"):

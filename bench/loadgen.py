@@ -97,6 +97,8 @@ class Connection:
         self.port = port
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
+        self.head_ns = 0
+        """``time.time_ns()`` when the last streaming answer's HTTP head arrived."""
 
     async def open(self) -> None:
         self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
@@ -152,6 +154,31 @@ class Connection:
             raise ProtocolError(f"HTTP {status}: {payload[:300]!r}")
         return payload
 
+    async def events(self, body: bytes) -> AsyncIterator[bytes]:
+        """Send ``body`` as a streaming request; yield each SSE event's data as it arrives.
+
+        Comments (pings) and empty events are skipped; ``head_ns`` is set when the HTTP
+        head arrives. It ends with the stream's last chunk; ``ProtocolError`` when the
+        answer is not a chunked HTTP 200, and ``asyncio.IncompleteReadError`` when the
+        server cuts the stream (the connection is then dead: reopen it).
+        """
+        assert self.writer is not None
+        self.writer.write(self.request(body, stream=True))
+        status, headers = await self._head()
+        self.head_ns = time.time_ns()
+        if status != 200 or headers.get(b"transfer-encoding") != b"chunked":
+            raise ProtocolError(f"HTTP {status} headers {headers!r}")
+        buffer = b""
+        async for chunk in self._chunks():
+            buffer += chunk.replace(b"\r\n", b"\n")
+            while b"\n\n" in buffer:
+                event, buffer = buffer.split(b"\n\n", 1)
+                data = b"\n".join(
+                    line[5:].lstrip() for line in event.split(b"\n") if line.startswith(b"data:")
+                )
+                if data:
+                    yield data
+
     async def stream(
         self, body: bytes, t0: float, allow_cut: bool = False
     ) -> tuple[float, float | None, bytes]:
@@ -160,34 +187,17 @@ class Connection:
         With ``allow_cut``, a stream the server breaks off after its first event returns
         ``STREAM_CUT`` as its last event (the connection is then dead: reopen it).
         """
-        assert self.reader is not None
-        assert self.writer is not None
-        self.writer.write(self.request(body, stream=True))
-        status, headers = await self._head()
-        if status != 200 or headers.get(b"transfer-encoding") != b"chunked":
-            raise ProtocolError(f"HTTP {status} headers {headers!r}")
         ttfe = -1.0
         ttfc: float | None = None
         last = b""
-        buffer = b""
         try:
-            async for chunk in self._chunks():
-                buffer += chunk.replace(b"\r\n", b"\n")
-                while b"\n\n" in buffer:
-                    event, buffer = buffer.split(b"\n\n", 1)
-                    data = b"\n".join(
-                        line[5:].lstrip()
-                        for line in event.split(b"\n")
-                        if line.startswith(b"data:")
-                    )
-                    if not data:
-                        continue  # a comment (ping) or an empty event
-                    now = time.perf_counter() - t0
-                    if ttfe < 0:
-                        ttfe = now
-                    if ttfc is None and b'"artifact-update"' in data:
-                        ttfc = now
-                    last = data
+            async for data in self.events(body):
+                now = time.perf_counter() - t0
+                if ttfe < 0:
+                    ttfe = now
+                if ttfc is None and b'"artifact-update"' in data:
+                    ttfc = now
+                last = data
         except asyncio.IncompleteReadError:
             if not allow_cut or ttfe < 0:
                 raise
