@@ -3,8 +3,9 @@
 ``listen_problem(exc, ...)`` and ``store_problem(exc, ...)`` return one or two lines naming
 the problem and the fix for an exception raised while the server starts: a port in use,
 out of range or not available; a ``tasks.db`` that is corrupt, unwritable or written by a
-newer llamon; a PostgreSQL database that does not exist, rejects the login or cannot be
-reached; ``redis_problem`` one line for a Redis at ``--redis-url`` that does not answer.
+newer llamon; a PostgreSQL database that does not exist, rejects the login, cannot be
+reached or was written by a newer llamon; ``redis_problem`` one line for a Redis at
+``--redis-url`` that does not answer.
 They return ``None`` for anything else (a bug, which keeps its traceback).
 ``UserError`` carries such a message from the command's own checks. No line repeats a
 database URL, a password or a database host: the operator knows which ones they gave, and
@@ -22,6 +23,7 @@ from typing import Final
 
 from llamon_agent.a2a.stores import SQLITE_FILENAME
 from llamon_agent.a2a.stores.sqlite import SQLITE_SCHEMA_VERSION
+from llamon_agent.a2a.stores.task_rows import NewerSchemaError
 
 __all__ = ["UserError", "listen_problem", "redis_problem", "store_problem"]
 
@@ -56,6 +58,11 @@ def _sqlstate(exc: BaseException) -> str | None:
 
 
 def _postgres_problem(exc: BaseException) -> str | None:
+    if isinstance(exc, NewerSchemaError):
+        return (
+            f"the PostgreSQL database in {_DATABASE_URL} was written by a newer llamon-agent.\n"
+            "  Upgrade llamon-agent, or point the URL at another database."
+        )
     state = _sqlstate(exc)
     if state == "3D000":
         return (

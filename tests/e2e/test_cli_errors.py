@@ -3,6 +3,7 @@ the real ``llamon`` command in a subprocess, never a traceback."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -12,9 +13,11 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from llamon_agent.demo import demo_agent_path
+from tests._support.stores import postgres_schema
 
 LLAMON = str(Path(sys.executable).with_name("llamon"))
 """The console script, as a user runs it (not ``python -m``, which adds the cwd to the path)."""
@@ -145,6 +148,24 @@ def test_a_postgres_database_that_does_not_exist(tmp_path: Path) -> None:
     assert_short_error(code, output, "database named in --database-url", "does not exist")
     assert PG_PASSWORD not in output
     assert "127.0.0.1" not in output
+
+
+async def test_a_postgres_database_from_a_newer_llamon(tmp_path: Path) -> None:
+    async with postgres_schema() as dsn:
+        connection = await asyncpg.connect(dsn)
+        try:
+            await connection.execute("CREATE TABLE llamon_schema (version integer NOT NULL)")
+            await connection.execute("INSERT INTO llamon_schema (version) VALUES (999)")
+        finally:
+            await connection.close()
+        code, output = await asyncio.to_thread(
+            llamon, "serve", AGENT, "--port", "0", "--database-url", dsn, home=tmp_path
+        )
+    assert_short_error(
+        code, output, "database in --database-url", "written by a newer llamon-agent", "Upgrade"
+    )
+    assert "127.0.0.1" not in output
+    assert "llamon_test_" not in output  # neither the role nor the schema
 
 
 def test_a_postgres_server_that_refuses(tmp_path: Path, busy_port: int) -> None:

@@ -38,6 +38,7 @@ from llamon_agent.a2a.stores.postgres_db import PostgresDatabase
 from llamon_agent.a2a.stores.push_rows import PushConfigCodec
 from llamon_agent.a2a.stores.task_rows import (
     A2A_TASK_COLUMNS,
+    NewerSchemaError,
     TaskRow,
     task_from_a2a_row,
     task_from_body,
@@ -144,7 +145,7 @@ async def _prepare(connection: asyncpg.Connection) -> None:
         await connection.execute(_SCHEMA_TABLE)
         version = await connection.fetchval(_VERSION)
         if version is not None and version > POSTGRES_SCHEMA_VERSION:
-            raise ValueError(
+            raise NewerSchemaError(
                 f"the PostgreSQL database was written by a newer llamon (schema version"
                 f" {version}; this one reads up to {POSTGRES_SCHEMA_VERSION}): upgrade"
                 " llamon-agent, or point it at another database"
@@ -188,7 +189,8 @@ async def _carry_over_a2a_tables(connection: asyncpg.Connection) -> int:
 async def open_postgres_database(dsn: str) -> PostgresDatabase:
     """The ``PostgresDatabase`` at ``dsn`` with llamon's task and push-config tables.
 
-    Raises ``ValueError`` if the database was written by a newer llamon; connection errors
+    Raises ``NewerSchemaError`` (a ``ValueError``) if the database was written by a newer
+    llamon; connection errors
     (asyncpg's, ``OSError``) propagate.
     """
     return await PostgresDatabase.open(dsn, prepare=_prepare)

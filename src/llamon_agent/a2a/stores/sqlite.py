@@ -37,6 +37,7 @@ from llamon_agent.a2a.stores.sqlite_db import SQLiteDatabase, fetch_all, fetch_o
 from llamon_agent.a2a.stores.task_events_sql import SQLITE_TASK_EVENT_SCHEMA
 from llamon_agent.a2a.stores.task_rows import (
     A2A_TASK_COLUMNS,
+    NewerSchemaError,
     task_from_a2a_row,
     task_from_body,
     task_row,
@@ -135,7 +136,7 @@ def _prepare_file(connection: sqlite3.Connection, path: Path) -> int:
     try:
         version = connection.execute("PRAGMA user_version").fetchone()[0]
         if version > SQLITE_SCHEMA_VERSION:
-            raise ValueError(
+            raise NewerSchemaError(
                 f"{path} was written by a newer llamon (schema version {version}; this one"
                 f" reads up to {SQLITE_SCHEMA_VERSION}): upgrade llamon-agent, or point"
                 " LLAMON_HOME at another directory"
@@ -188,8 +189,9 @@ def _carry_over_a2a_tables(connection: sqlite3.Connection) -> int:
 async def open_sqlite_database(path: Path) -> SQLiteDatabase:
     """The ``SQLiteDatabase`` at ``path`` with llamon's task and push-config tables.
 
-    Raises ``ValueError`` if the file was written by a newer llamon, and ``sqlite3.Error``
-    naming the file if it is not a database or cannot be opened.
+    Raises ``NewerSchemaError`` (a ``ValueError``) if the file was written by a newer
+    llamon, and ``sqlite3.Error`` naming the file if it is not a database or cannot be
+    opened.
     """
     return await SQLiteDatabase.open(path, prepare=_prepare_file)
 

@@ -9,6 +9,8 @@ What the caller sees:
 * ``task_from_a2a_row(row)`` reads a row of a2a-sdk's own ``tasks`` table (``id,
   context_id, kind, status, artifacts, history, metadata``, JSON as text or already
   decoded); ``None`` when it is not a valid task (it is left where it was).
+* ``NewerSchemaError`` (a ``ValueError``): the database was written by a newer llamon;
+  both stores refuse to open it rather than guess at its tables.
 """
 
 from __future__ import annotations
@@ -23,7 +25,20 @@ from pydantic import ValidationError
 from llamon_agent.a2a.stores.sent_lookup import sent_message_id
 from llamon_agent.a2a.stores.workers import WORKER_METADATA_KEY
 
-__all__ = ["A2A_TASK_COLUMNS", "TaskRow", "task_from_a2a_row", "task_from_body", "task_row"]
+__all__ = [
+    "A2A_TASK_COLUMNS",
+    "NewerSchemaError",
+    "TaskRow",
+    "task_from_a2a_row",
+    "task_from_body",
+    "task_row",
+]
+
+
+class NewerSchemaError(ValueError):
+    """The database was written by a newer llamon (its schema version is higher than this
+    one reads): upgrade llamon-agent, or point it at another database."""
+
 
 TaskRow = tuple[str, str, str, str | None, float, str, str | None]
 """``(id, context_id, state, worker, updated_at, body, message_id)``."""
