@@ -55,6 +55,8 @@ from llamon_agent.core.settings import (
     HOME_ENV,
     StoreKind,
     catalog_key_setting,
+    relay_expire_setting,
+    relay_maxlen_setting,
 )
 from llamon_agent.lab.cli import lab_app
 
@@ -492,13 +494,15 @@ def console_command(
 
 def _check_redis_extra() -> None:
     """``UserError`` naming the extra when ``--redis-url`` cannot be used, or the setting
-    when the heartbeat settings do not fit."""
+    when the heartbeat or relay settings do not fit."""
     try:
         from llamon_agent.a2a.liveness import intervals  # the redis extra's package
     except ImportError as exc:
         raise UserError(f"--redis-url: {exc}") from exc
     try:
         intervals()  # LLAMON_HEARTBEAT_SECONDS / LLAMON_WORKER_LEASE_SECONDS
+        relay_expire_setting()
+        relay_maxlen_setting()
     except ValueError as exc:
         raise UserError(f"--redis-url: {exc}.") from exc
 

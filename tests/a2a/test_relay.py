@@ -259,3 +259,56 @@ def test_a_relay_needs_a_url_or_a_client_and_positive_bounds() -> None:
         EventRelay()
     with pytest.raises(ValueError, match="must be positive"):
         EventRelay(SHARED_REDIS_URL, maxlen=0)
+
+
+async def test_the_settings_bound_a_relay_made_without_bounds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LLAMON_RELAY_MAXLEN", "40")
+    monkeypatch.setenv("LLAMON_RELAY_EXPIRE_SECONDS", "30")
+    prefix = unique_prefix()
+    relay = EventRelay(SHARED_REDIS_URL, prefix=prefix)  # what create_app(redis_url=) makes
+    try:
+        assert (relay.maxlen, relay.expire) == (40, 30.0)
+        for i in range(400):
+            relay.post(TASK, chunk(f"c{i}"))
+        await relay.flush()
+        config = await relay.redis.config_get("stream-node-max-entries")
+        node = int(str(config["stream-node-max-entries"]))
+        assert 40 <= await relay.redis.xlen(relay.key(TASK)) < 40 + node
+        await relay.publish(TASK, status(TaskState.completed, final=True))
+        assert 0 < await relay.redis.ttl(relay.key(TASK)) <= 30
+    finally:
+        await relay.aclose()
+        await delete_prefix(prefix)
+
+
+def test_bounds_given_in_code_win_over_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLAMON_RELAY_MAXLEN", "40")
+    monkeypatch.setenv("LLAMON_RELAY_EXPIRE_SECONDS", "30")
+    relay = EventRelay(SHARED_REDIS_URL, maxlen=7, expire=9)
+    assert (relay.maxlen, relay.expire) == (7, 9)
+    monkeypatch.delenv("LLAMON_RELAY_MAXLEN")
+    monkeypatch.delenv("LLAMON_RELAY_EXPIRE_SECONDS")
+    defaults = EventRelay(SHARED_REDIS_URL)
+    assert (defaults.maxlen, defaults.expire) == (10_000, 600.0)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        ("LLAMON_RELAY_MAXLEN", "0", "LLAMON_RELAY_MAXLEN must be a whole number >= 1, got '0'"),
+        (
+            "LLAMON_RELAY_EXPIRE_SECONDS",
+            "soon",
+            "LLAMON_RELAY_EXPIRE_SECONDS must be a number of seconds > 0, got 'soon'",
+        ),
+    ],
+)
+def test_a_setting_that_is_not_a_positive_number_is_named(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, says: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=name) as raised:
+        EventRelay(SHARED_REDIS_URL)
+    assert str(raised.value) == says

@@ -255,3 +255,20 @@ def test_heartbeat_settings_that_do_not_fit_are_refused_in_one_line(tmp_path: Pa
         "be longer than the heartbeat (LLAMON_HEARTBEAT_SECONDS, 5 s); three beats or more "
         "is usual."
     ]
+
+
+def test_a_relay_setting_that_is_not_a_number_is_refused_in_one_line(tmp_path: Path) -> None:
+    code, output = llamon(
+        "serve",
+        AGENT,
+        "--port",
+        "0",
+        "--redis-url",
+        "redis://127.0.0.1:6379/0",
+        home=tmp_path,
+        LLAMON_RELAY_MAXLEN="lots",
+    )
+    assert code == 2
+    assert output.strip().splitlines() == [
+        "llamon serve: --redis-url: LLAMON_RELAY_MAXLEN must be a whole number >= 1, got 'lots'."
+    ]

@@ -7,9 +7,11 @@ that does not run the task reads the task's events from there. Without ``redis_u
 nothing of this exists and nothing is published.
 
 * ``EventRelay.publish(task_id, event)``: ``XADD`` with an approximate ``MAXLEN`` cap
-  (``maxlen``, default 10 000 entries); the task's final event (a terminal state, or
-  ``input-required`` / ``auth-required``) also sets the stream's ``EXPIRE`` (``expire``,
-  default 600 s). A failure raises ``RelayUnavailableError``.
+  (``maxlen``, else ``LLAMON_RELAY_MAXLEN``, else 10 000 entries); the task's final event
+  (a terminal state, or ``input-required`` / ``auth-required``) also sets the stream's
+  ``EXPIRE`` (``expire``, else ``LLAMON_RELAY_EXPIRE_SECONDS``, else 600 s). A failure
+  raises ``RelayUnavailableError``; a setting that is not a positive number, ``ValueError``
+  naming it.
 * A command on a connection Redis closed (it restarted) is sent once more on a new one,
   so the first request after a restart is answered; a Redis still down fails at once.
 * ``EventRelay.post(task_id, event)``: what a run calls for each event. It never waits
@@ -51,6 +53,7 @@ from a2a.types import Message, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEv
 from llamon_agent._extras import requires_extra
 from llamon_agent.a2a.states import PAUSED_STATES, TERMINAL_STATES
 from llamon_agent.core.codes import ErrorCode
+from llamon_agent.core.settings import relay_expire_setting, relay_maxlen_setting
 from llamon_agent.exceptions import LlamonError
 
 with requires_extra("redis", "the Redis event relay"):
@@ -180,8 +183,8 @@ class EventRelay:
         *,
         client: Redis | None = None,
         prefix: str = DEFAULT_PREFIX,
-        maxlen: int = DEFAULT_MAXLEN,
-        expire: float = DEFAULT_EXPIRE,
+        maxlen: int | None = None,
+        expire: float | None = None,
         block: float = DEFAULT_BLOCK,
         buffer: int = DEFAULT_BUFFER,
         cancel_channel: str = DEFAULT_CANCEL_CHANNEL,
@@ -189,6 +192,8 @@ class EventRelay:
     ) -> None:
         if (url is None) == (client is None):
             raise ValueError("give EventRelay a Redis URL or a client, not both")
+        maxlen = maxlen if maxlen is not None else relay_maxlen_setting() or DEFAULT_MAXLEN
+        expire = expire if expire is not None else relay_expire_setting() or DEFAULT_EXPIRE
         if maxlen < 1 or expire <= 0 or block <= 0 or buffer < 1 or retry_backoff <= 0:
             raise ValueError(
                 "EventRelay's maxlen, expire, block, buffer and retry_backoff must be positive"

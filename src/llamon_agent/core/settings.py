@@ -36,6 +36,10 @@ operator can change a variable before the part that reads it starts.
   heartbeats in Redis; default 5.
 * ``LLAMON_WORKER_LEASE_SECONDS`` -- with ``--redis-url``: seconds without a heartbeat after
   which a replica counts as dead and the others end its unfinished tasks; default 15.
+* ``LLAMON_RELAY_EXPIRE_SECONDS`` -- with ``--redis-url``: seconds a task's event stream
+  stays in Redis after the run's final event; default 600.
+* ``LLAMON_RELAY_MAXLEN`` -- with ``--redis-url``: about how many events a task's stream in
+  Redis keeps (the oldest go first); default 10000.
 
 ``StoreKind`` names where tasks and flow checkpoints live (``open_stores()`` picks
 ``postgres`` when ``LLAMON_DATABASE_URL`` is set, else ``sqlite``).
@@ -67,6 +71,8 @@ __all__ = [
     "LAB_BEARER_TOKEN_ENV",
     "MCP_CONFIG_ENV",
     "PUSH_ALLOW_ENV",
+    "RELAY_EXPIRE_ENV",
+    "RELAY_MAXLEN_ENV",
     "SCRUB_KEY_ENV",
     "SCRUB_LOGS_ENV",
     "STORE_KINDS",
@@ -90,6 +96,8 @@ __all__ = [
     "llamon_home",
     "mcp_config_setting",
     "push_allow_setting",
+    "relay_expire_setting",
+    "relay_maxlen_setting",
     "scrub_key_setting",
     "scrub_logs_enabled",
     "set_debug_errors",
@@ -172,6 +180,12 @@ HEARTBEAT_ENV: Final = "LLAMON_HEARTBEAT_SECONDS"
 
 WORKER_LEASE_ENV: Final = "LLAMON_WORKER_LEASE_SECONDS"
 """Seconds a replica's heartbeat lasts in Redis: past it the replica counts as dead; default 15."""
+
+RELAY_EXPIRE_ENV: Final = "LLAMON_RELAY_EXPIRE_SECONDS"
+"""Seconds a task's event stream stays in Redis after the run's final event; default 600."""
+
+RELAY_MAXLEN_ENV: Final = "LLAMON_RELAY_MAXLEN"
+"""About how many events a task's event stream in Redis keeps; default 10 000."""
 
 TRIAGE_GUIDE_ENV: Final = "LLAMON_TRIAGE_GUIDE"
 """A TOML file of triage rows ``llamon triage`` reads on top of the shipped guide."""
@@ -359,3 +373,19 @@ def worker_lease_setting() -> float | None:
     Raises ``ValueError`` naming the variable when it is not a finite number > 0.
     """
     return _positive_seconds(WORKER_LEASE_ENV)
+
+
+def relay_expire_setting() -> float | None:
+    """``$LLAMON_RELAY_EXPIRE_SECONDS``, or None when unset or empty.
+
+    Raises ``ValueError`` naming the variable when it is not a finite number > 0.
+    """
+    return _positive_seconds(RELAY_EXPIRE_ENV)
+
+
+def relay_maxlen_setting() -> int | None:
+    """``$LLAMON_RELAY_MAXLEN``, or None when unset or empty.
+
+    Raises ``ValueError`` naming the variable when it is not a whole number >= 1.
+    """
+    return _positive_count(RELAY_MAXLEN_ENV)
