@@ -237,38 +237,31 @@ def test_a_redis_that_does_not_answer_is_refused_in_one_line(tmp_path: Path) -> 
     assert str(port) not in output
 
 
-def test_heartbeat_settings_that_do_not_fit_are_refused_in_one_line(tmp_path: Path) -> None:
-    code, output = llamon(
-        "serve",
-        AGENT,
-        "--port",
-        "0",
-        "--redis-url",
-        "redis://127.0.0.1:6379/0",
-        home=tmp_path,
-        LLAMON_HEARTBEAT_SECONDS="5",
-        LLAMON_WORKER_LEASE_SECONDS="5",
-    )
+@pytest.mark.parametrize(
+    ("settings", "line"),
+    [
+        (
+            {"LLAMON_HEARTBEAT_SECONDS": "5", "LLAMON_WORKER_LEASE_SECONDS": "5"},
+            "the worker lease (LLAMON_WORKER_LEASE_SECONDS, 5 s) must be longer than the "
+            "heartbeat (LLAMON_HEARTBEAT_SECONDS, 5 s); three beats or more is usual.",
+        ),
+        (
+            {"LLAMON_RELAY_MAXLEN": "lots"},
+            "LLAMON_RELAY_MAXLEN must be a whole number >= 1, got 'lots'.",
+        ),
+        (
+            {"LLAMON_RELAY_EXPIRE_SECONDS": "-1"},
+            "LLAMON_RELAY_EXPIRE_SECONDS must be a number of seconds > 0, got '-1'.",
+        ),
+    ],
+    ids=["heartbeat-lease", "relay-maxlen", "relay-expire"],
+)
+def test_redis_settings_that_do_not_fit_are_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settings: dict[str, str], line: str
+) -> None:
+    for name, value in settings.items():
+        monkeypatch.setenv(name, value)  # the command inherits this environment
+    redis_url = "redis://127.0.0.1:6379/0"
+    code, output = llamon("serve", AGENT, "--port", "0", "--redis-url", redis_url, home=tmp_path)
     assert code == 2
-    assert output.strip().splitlines() == [
-        "llamon serve: --redis-url: the worker lease (LLAMON_WORKER_LEASE_SECONDS, 5 s) must "
-        "be longer than the heartbeat (LLAMON_HEARTBEAT_SECONDS, 5 s); three beats or more "
-        "is usual."
-    ]
-
-
-def test_a_relay_setting_that_is_not_a_number_is_refused_in_one_line(tmp_path: Path) -> None:
-    code, output = llamon(
-        "serve",
-        AGENT,
-        "--port",
-        "0",
-        "--redis-url",
-        "redis://127.0.0.1:6379/0",
-        home=tmp_path,
-        LLAMON_RELAY_MAXLEN="lots",
-    )
-    assert code == 2
-    assert output.strip().splitlines() == [
-        "llamon serve: --redis-url: LLAMON_RELAY_MAXLEN must be a whole number >= 1, got 'lots'."
-    ]
+    assert output.strip().splitlines() == [f"llamon serve: --redis-url: {line}"]
