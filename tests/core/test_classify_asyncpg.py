@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from llamon_agent.a2a.stores.postgres_db import asyncpg_dsn
+from llamon_agent.a2a.stores.postgres_db import as_lost, asyncpg_dsn
 from llamon_agent.core.classify import Classification, classify_exception
 from llamon_agent.core.codes import ErrorCode
 from tests._support.redis_server import free_port
@@ -56,6 +56,23 @@ async def test_a_statement_timeout_is_database_unavailable(dsn: str) -> None:
         await connection.close()
 
 
+TERMINATED_STATES = {
+    "AdminShutdownError": "57P01",
+    "ConnectionDoesNotExistError": "08003",
+    "InterfaceError": None,
+}
+"""What a query on a connection whose backend was terminated raises, and its SQLSTATE."""
+
+
+async def _gone(admin: asyncpg.Connection, pid: int) -> None:
+    """Wait until the backend ``pid`` has left ``pg_stat_activity`` (at most 10 s)."""
+    async with asyncio.timeout(10):
+        while await admin.fetchval(  # noqa: ASYNC110 - the server is polled, not an event
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid
+        ):
+            await asyncio.sleep(0.01)
+
+
 @pytest.mark.reason("database_unavailable")
 async def test_a_terminated_connection_is_database_unavailable(dsn: str) -> None:
     victim = await asyncpg.connect(dsn)
@@ -63,9 +80,18 @@ async def test_a_terminated_connection_is_database_unavailable(dsn: str) -> None
     try:
         pid = victim.get_server_pid()
         assert await killer.fetchval("SELECT pg_terminate_backend($1)", pid) is True
+        await _gone(killer, pid)  # the backend has exited: nothing of it is in flight
         during = await _raised(lambda: victim.fetchval("SELECT 1"))
-        # the server's own answer (57P01) or asyncpg's "connection was closed" (08003)
-        _unavailable(during, "57P01" if type(during).__name__ == "AdminShutdownError" else "08003")
+        if isinstance(during, asyncpg.InternalClientError):
+            # now and then asyncpg reports the ended backend as a protocol-state error; the
+            # PostgreSQL store reports an error on a connection the server closed as lost
+            assert victim.is_closed()
+            during = as_lost(during, victim)
+            assert isinstance(during, ConnectionResetError)
+            assert classify_exception(during).as_tuple()[2] is True
+        else:  # the server's own answer (57P01), asyncpg's "connection was closed"
+            # (08003), or the connection already known closed (no SQLSTATE)
+            _unavailable(during, TERMINATED_STATES[type(during).__name__])
         after = await _raised(lambda: victim.fetchval("SELECT 1"))
         assert type(after).__name__ == "InterfaceError"
         assert "connection is closed" in str(after)

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -45,6 +45,7 @@ __all__ = [
     "POOL_MAX_SIZE",
     "POOL_MIN_SIZE",
     "PostgresDatabase",
+    "as_lost",
     "asyncpg_dsn",
 ]
 
@@ -117,6 +118,34 @@ def _reaching() -> Iterator[None]:
         raise
     except OSError as exc:
         raise ConnectionError("the database cannot be reached") from exc
+
+
+def as_lost(exc: Exception, connection: asyncpg.Connection) -> Exception:
+    """``exc`` raised by a call on ``connection``: when the server dropped the connection
+    (it is closed now) and ``exc`` does not say so by the one table -- asyncpg may report a
+    backend that ended mid-call as an ``InternalClientError`` about its protocol state --
+    a ``ConnectionResetError`` chained to it, so the caller sees the database gone; else
+    ``exc`` itself."""
+    if connection.is_closed() and not _unreachable(exc):
+        lost = ConnectionResetError("the database closed the connection")
+        lost.__cause__ = exc
+        return lost
+    return exc
+
+
+@asynccontextmanager
+async def _pooled(pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Connection]:
+    """A connection of ``pool`` for one call (``_reaching``), an error on a connection the
+    server dropped reported as such (``as_lost``)."""
+    with _reaching():
+        async with pool.acquire() as connection:
+            try:
+                yield connection
+            except Exception as exc:
+                lost = as_lost(exc, connection)
+                if lost is exc:
+                    raise
+                raise lost from exc
 
 
 async def _no_reset(connection: asyncpg.Connection) -> None:
@@ -206,8 +235,12 @@ class _Writer:
                     for sql, rows in runs:
                         await connection.executemany(sql, rows)
         except Exception as exc:
-            if self._connection is not None and (self._connection.is_closed() or _unreachable(exc)):
-                self._connection.terminate()
+            connection = self._connection
+            if connection is None:
+                return exc
+            exc = as_lost(exc, connection)
+            if connection.is_closed() or _unreachable(exc):
+                connection.terminate()
                 self._connection = None  # the next batch connects again
             return exc
         self.batches += 1
@@ -279,26 +312,23 @@ class PostgresDatabase:
     async def fetch_one(self, sql: str, *args: Any) -> asyncpg.Record | None:
         """The first row of ``sql``, or ``None``."""
         self._check_open()
-        with _reaching():
-            async with self.pool.acquire() as connection:
-                row: asyncpg.Record | None = await connection.fetchrow(sql, *args)
+        async with _pooled(self.pool) as connection:
+            row: asyncpg.Record | None = await connection.fetchrow(sql, *args)
         return row
 
     async def fetch_all(self, sql: str, *args: Any) -> list[asyncpg.Record]:
         """Every row of ``sql``."""
         self._check_open()
-        with _reaching():
-            async with self.pool.acquire() as connection:
-                rows: list[asyncpg.Record] = await connection.fetch(sql, *args)
+        async with _pooled(self.pool) as connection:
+            rows: list[asyncpg.Record] = await connection.fetch(sql, *args)
         return rows
 
     async def fetch_value(self, sql: str, *args: Any) -> Any:
         """The first column of the first row of ``sql`` (run in its own transaction: an
         ``UPDATE ... RETURNING`` is committed when this returns)."""
         self._check_open()
-        with _reaching():
-            async with self.pool.acquire() as connection:
-                return await connection.fetchval(sql, *args)
+        async with _pooled(self.pool) as connection:
+            return await connection.fetchval(sql, *args)
 
     async def close(self) -> None:
         """Commit the queued writes, then close the writer's connection and the pool."""
