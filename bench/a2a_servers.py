@@ -148,6 +148,22 @@ FAILED_DATA = {  # what llamon's failed answer carries for ComponentInvokeError(
 }
 
 
+async def _submitted(context: Any, event_queue: Any) -> Any:
+    """The task of a first message, enqueued ``submitted``: how a raw a2a-sdk executor
+    starts a task."""
+    from a2a.types import Task, TaskState, TaskStatus
+
+    assert context.message is not None
+    task = Task(
+        id=str(context.task_id),
+        context_id=str(context.context_id),
+        status=TaskStatus(state=TaskState.submitted),
+        history=[context.message],
+    )
+    await event_queue.enqueue_event(task)
+    return task
+
+
 def _raw_executor(
     chunks: tuple[str, ...],
     working: bool = False,
@@ -158,22 +174,13 @@ def _raw_executor(
     from a2a.server.agent_execution import AgentExecutor, RequestContext
     from a2a.server.events import EventQueue
     from a2a.server.tasks import TaskUpdater
-    from a2a.types import DataPart, Part, Task, TaskState, TaskStatus, TextPart
+    from a2a.types import DataPart, Part, TextPart
 
     class RawExecutor(AgentExecutor):
         """Enqueue the task, add the artifact (chunk by chunk), complete."""
 
         async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-            task = context.current_task
-            if task is None:
-                assert context.message is not None
-                task = Task(
-                    id=str(context.task_id),
-                    context_id=str(context.context_id),
-                    status=TaskStatus(state=TaskState.submitted),
-                    history=[context.message],
-                )
-                await event_queue.enqueue_event(task)
+            task = context.current_task or await _submitted(context, event_queue)
             updater = TaskUpdater(event_queue, task.id, task.context_id)
             if delay:  # a stand-in for the agent's I/O
                 await asyncio.sleep(delay)
@@ -223,21 +230,14 @@ def _raw_hold_app() -> Any:
     from a2a.server.agent_execution import AgentExecutor, RequestContext
     from a2a.server.events import EventQueue
     from a2a.server.tasks import TaskUpdater
-    from a2a.types import DataPart, Part, Task, TaskState, TaskStatus
+    from a2a.types import DataPart, Part
     from ticking_agent import parse_spec, ticks  # bench/ is sys.path[0]
 
     class HoldExecutor(AgentExecutor):
         """Enqueue the task, start work, one artifact chunk per tick, complete."""
 
         async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-            assert context.message is not None
-            task = Task(
-                id=str(context.task_id),
-                context_id=str(context.context_id),
-                status=TaskStatus(state=TaskState.submitted),
-                history=[context.message],
-            )
-            await event_queue.enqueue_event(task)
+            task = await _submitted(context, event_queue)
             updater = TaskUpdater(event_queue, task.id, task.context_id)
             await updater.start_work()
             artifact_id = str(uuid.uuid4())
