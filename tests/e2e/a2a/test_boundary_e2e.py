@@ -6,12 +6,15 @@ logger.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
+import os
 import queue
 import re
+import signal
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -29,7 +32,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from llamon_agent.a2a import AgentContext, create_app
 from llamon_agent.core.error_data import ProtocolErrorData
 from tests._support.a2a_server import make_card, running_server
-from tests._support.boundary_cases import Case, build, cases, reveals
+from tests._support.boundary_cases import Case, cases, reveals
 from tests._support.jsonrpc import post, post_stream, request, text_message
 
 # One secret of each kind a hand-built error has been seen to carry.
@@ -241,31 +244,49 @@ async def test_an_agent_whose_database_refuses_tells_the_client_no_address_or_po
 # --- the property suite's cases over a real server ---------------------------------------
 
 
-async def _raises_what_it_is_told(ctx: AgentContext) -> str:
-    (instruction,) = ctx.data
-    raise build(str(instruction["carrier"]), str(instruction["text"]))
-
-
 @pytest.fixture(scope="module")
-def served() -> Iterator[str]:
-    """One real server for the whole module's generated cases, in a thread of its own."""
-    ready: queue.Queue[tuple[str, asyncio.AbstractEventLoop, asyncio.Event]] = queue.Queue()
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One real ``llamon serve`` of ``raising_agent`` for the whole module's generated cases.
 
-    async def serve() -> None:
-        stop = asyncio.Event()
-        app = create_app(_raises_what_it_is_told, make_card())
-        async with running_server(app) as url:
-            ready.put((url, asyncio.get_running_loop(), stop))
-            await stop.wait()
+    It runs in a process of its own: on Python 3.11 a traceback formatted in a server
+    thread parses source (``ast.parse``) while Hypothesis parses its strategies' lambdas,
+    and two threads parsing at once can raise ``SystemError`` in the interpreter.
+    """
+    home = tmp_path_factory.mktemp("boundary-home")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "llamon_agent",
+            "serve",
+            "--port",
+            "0",
+            "--store",
+            "memory",
+            "tests._support.raising_agent:agent",
+        ],
+        env={**os.environ, "LLAMON_HOME": str(home)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    ready: queue.Queue[str] = queue.Queue()
 
-    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
-    thread.start()
-    url, loop, stop = ready.get(timeout=30)
+    def drain() -> None:  # the ready line's URL, then every line read so the pipe never fills
+        assert process.stderr is not None
+        for line in process.stderr:
+            if line.startswith("llamon: serving"):
+                ready.put(line.split(" at ", 1)[1].split(" ", 1)[0])
+        ready.put("")
+
+    threading.Thread(target=drain, daemon=True).start()
     try:
-        yield url
+        url = ready.get(timeout=60)
+        assert url, "llamon serve exited before it was ready"
+        yield url.rstrip("/")
     finally:
-        loop.call_soon_threadsafe(stop.set)
-        thread.join(timeout=30)
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
 
 
 def _answered(reply: dict[str, Any]) -> object:
