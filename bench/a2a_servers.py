@@ -19,6 +19,13 @@ Variants (the same trivial agent on both sides):
 ``llamon-stream`` ``create_app(agent, card)`` where ``agent`` has ``stream(ctx)`` yielding
                   the same chunks, and ``invoke``.
 
+``floor``         no a2a-sdk and no llamon: one bare Starlette route that parses the
+                  JSON-RPC body, checks ``method`` is ``message/send`` and answers a canned
+                  completed task of the same shape and size as llamon's answer (fresh ids,
+                  the message echoed into ``history``, one ``response`` artifact, the
+                  ``llamon.*`` metadata). The least a Python server on the same uvicorn
+                  settings spends on a send: what the other arms are measured against.
+
 ``raw-hold``      a raw executor streaming ``ticking_agent.py``'s ticks (``bench_open_streams.py``
                   holds 1,000 of them open): the task, ``start_work()``, one artifact chunk
                   (a DataPart) per tick, ``complete()``; the message text sets the ticks.
@@ -98,6 +105,7 @@ VARIANTS = (
     "llamon-otel",
     "llamon-fail-otel",
     "raw-hold",
+    "floor",
 )
 STORE_VARIANTS = (
     "raw-memory",
@@ -256,6 +264,68 @@ def _raw_hold_app() -> Any:
     return _raw_app((), executor=HoldExecutor())
 
 
+# -- the floor ----------------------------------------------------------------------------
+
+
+def _floor_app() -> Any:
+    """``floor``: a bare Starlette JSON-RPC endpoint answering ``message/send`` with a
+    completed task shaped like llamon's (same keys, same sizes), nothing else."""
+    import json
+    import time
+    from datetime import UTC, datetime
+
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    def error(rpc_id: Any, code: int, message: str) -> JSONResponse:
+        return JSONResponse(
+            {"jsonrpc": "2.0", "id": rpc_id, "error": {"code": code, "message": message}}
+        )
+
+    async def rpc(request: Request) -> JSONResponse:
+        try:
+            body = json.loads(await request.body())
+        except ValueError:
+            return error(None, -32700, "Parse error")
+        if not isinstance(body, dict):
+            return error(None, -32600, "Invalid Request")
+        rpc_id = body.get("id")
+        if body.get("method") != "message/send":
+            return error(rpc_id, -32601, "Method not found")
+        message = (body.get("params") or {}).get("message")
+        if not isinstance(message, dict) or not message.get("messageId"):
+            return error(rpc_id, -32602, "Invalid params")
+        task_id, context_id = str(uuid.uuid4()), str(uuid.uuid4())
+        message["contextId"], message["taskId"] = context_id, task_id
+        task = {
+            "artifacts": [
+                {
+                    "artifactId": str(uuid.uuid4()),
+                    "name": "response",
+                    "parts": [{"kind": "text", "text": REPLY}],
+                }
+            ],
+            "contextId": context_id,
+            "history": [message],
+            "id": task_id,
+            "kind": "task",
+            "metadata": {
+                "llamon.worker": "bench",
+                "llamon.sent": {
+                    "messageId": message["messageId"],
+                    "contextId": "",
+                    "at": time.time(),
+                },
+            },
+            "status": {"state": "completed", "timestamp": datetime.now(UTC).isoformat()},
+        }
+        return JSONResponse({"id": rpc_id, "jsonrpc": "2.0", "result": task})
+
+    return Starlette(routes=[Route("/", rpc, methods=["POST"])])
+
+
 # -- llamon --------------------------------------------------------------------------------
 
 
@@ -298,6 +368,8 @@ def build_app(variant: str) -> Any:
         return _raw_app((), working=True, fail=True)
     if variant == "raw-hold":
         return _raw_hold_app()
+    if variant == "floor":
+        return _floor_app()
     if variant in ("llamon", "llamon-fail", "llamon-stream"):
         return _llamon_app(variant)
     if variant in ("llamon-otel", "llamon-fail-otel"):

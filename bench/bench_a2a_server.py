@@ -77,8 +77,9 @@ VARIANTS = {
     "raw-failed": Variant("raw-failed", "send", '"state":"failed"'),  # diagnosis only
     "llamon-otel": Variant("llamon-otel", "send", '"state":"completed"'),  # OpenTelemetry on
     "llamon-fail-otel": Variant("llamon-fail-otel", "send", '"state":"failed"'),
+    "floor": Variant("floor", "send", '"state":"completed"'),  # bare Starlette, no a2a-sdk
 }
-DEFAULT_VARIANTS = ("raw", "llamon", "llamon-fail", "raw-stream", "llamon-stream")
+DEFAULT_VARIANTS = ("raw", "llamon", "llamon-fail", "floor", "raw-stream", "llamon-stream")
 
 # (label, numerator, denominator, target)
 RATIOS: tuple[tuple[str, str, str, float | None], ...] = (
@@ -92,7 +93,13 @@ RATIOS: tuple[tuple[str, str, str, float | None], ...] = (
     ("otel:   llamon-otel / llamon", "llamon-otel", "llamon", None),
     ("otel:   llamon-otel / raw", "llamon-otel", "raw", None),
     ("otel:   llamon-fail-otel / llamon-fail", "llamon-fail-otel", "llamon-fail", None),
+    ("floor:  llamon / floor", "llamon", "floor", None),
+    ("floor:  raw / floor", "raw", "floor", None),
 )
+
+# Against the floor (a bare Starlette endpoint answering the same task, no a2a-sdk):
+FLOOR_SEND_TARGET = 2.0  # llamon / raw throughput, at c >= 16
+FLOOR_CPU_TARGET = 1.5  # llamon's server CPU per send / the floor's, at most
 
 A2A_OTEL_ENV = "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED"
 
@@ -438,6 +445,8 @@ def summarize(
                 f"{label:<34} c={c:<3} {med:6.3f} [{q1:.3f}-{q3:.3f}]  aggregate "
                 f"{fmt(aggregate, 3)}  cpu {fmt(cpu, 3)}   {verdict}"
             )
+    if "floor" in results:
+        lines.extend(floor_lines(results, summary))
     if "llamon-stream" in results and "raw-stream" in results:
         for c in args.concurrency:
             for key in ("ttfe_p50_ms", "ttfc_p50_ms"):
@@ -449,6 +458,49 @@ def summarize(
                         f"{ll_v / raw_v:6.3f}   (a time: lower is better)"
                     )
     return "\n".join(lines), summary, ok
+
+
+def floor_lines(results: Results, summary: dict[str, Any]) -> list[str]:
+    """Server CPU per send of each send variant as a multiple of the floor's, and the
+    floor targets (informational: not part of the exit status or the ``targets`` verdict)."""
+    lines = ["", "server CPU per send against the floor (us/req; x floor), and the floor targets"]
+    sends = [n for n in results if VARIANTS[n].mode == "send"]
+    floor_rows: list[dict[str, Any]] = []
+    for c in results["floor"]:
+        base = cpu_per_req(results["floor"][c])
+        row: dict[str, Any] = {"concurrency": c, "floor_cpu_us": base, "x_floor": {}}
+        parts = []
+        for name in sends:
+            cpu = cpu_per_req(results[name][c])
+            times = cpu / base if cpu and base else None
+            row["x_floor"][name] = times
+            parts.append(f"{name} {fmt(cpu, 0)} ({fmt(times)}x)")
+        lines.append(f"  c={c:<3} " + "  ".join(parts))
+        verdicts = []
+        llamon_x = row["x_floor"].get("llamon")
+        if llamon_x is not None:
+            verdicts.append(
+                f"llamon cpu <= {FLOOR_CPU_TARGET:.1f}x floor: "
+                + ("PASS" if llamon_x <= FLOOR_CPU_TARGET else f"MISS ({llamon_x:.2f}x)")
+            )
+        if c >= 16 and "llamon" in results and "raw" in results:
+            paired = [
+                x["rps"] / y["rps"]
+                for x, y in zip(results["llamon"][c], results["raw"][c], strict=True)
+                if y["rps"]
+            ]
+            if paired:
+                med = statistics.median(paired)
+                row["llamon_over_raw"] = med
+                verdicts.append(
+                    f"llamon >= {FLOOR_SEND_TARGET:.1f}x raw: "
+                    + ("PASS" if med >= FLOOR_SEND_TARGET else f"MISS ({med:.2f}x)")
+                )
+        if verdicts:
+            lines.append(f"        {'; '.join(verdicts)}")
+        floor_rows.append(row)
+    summary["floor"] = floor_rows
+    return lines
 
 
 # -- profiling -----------------------------------------------------------------------------
