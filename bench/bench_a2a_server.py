@@ -13,6 +13,11 @@ What is measured (``bench/README.md`` says how to read the output):
    Target: >= 0.90 x raw throughput.
 3. ``message/stream`` time to the first SSE event and to the first artifact chunk:
    ``llamon-stream`` vs ``raw-stream``.
+4. The floor: ``floor`` is a bare Starlette JSON-RPC endpoint (no a2a-sdk, no llamon) on
+   the same uvicorn settings, answering ``message/send`` with a canned completed task of
+   the same shape and size as llamon's. Each send variant's server CPU per request is
+   printed as a multiple of the floor's. Targets (printed, not part of the verdict):
+   llamon's CPU per send <= 1.5 x the floor's; llamon >= 2 x raw throughput at c >= 16.
 
 How: every server runs in its own process (``bench/a2a_servers.py``: uvicorn, one worker,
 log level warning, a free 127.0.0.1 port reported on stdout). This script is the load
@@ -21,7 +26,7 @@ per concurrent worker) and runs no server code itself.
 
 For each mode (send, stream) and concurrency, fresh servers are started for every variant
 of the comparison, each is warmed up, and then the variants take turns in short slices of
-a fixed number of requests (raw, llamon, llamon-fail, then llamon-fail, llamon, raw ...),
+a fixed number of requests (raw, llamon, llamon-fail, floor, then floor, llamon-fail ...),
 so noise from other processes on the machine hits every side alike and every server holds
 the same number of finished tasks (a2a-sdk's in-memory store keeps them all) at the same
 point. A ratio is the median, over the slices, of llamon's throughput over raw's in the
@@ -372,6 +377,8 @@ def summarize(
                 "server_cpu_us_per_req": cpu_per_req(runs),
                 "requests": sum(r["requests"] for r in runs),
                 "errors": sum(r["errors"] for r in runs),
+                "slices_rps": [r["rps"] for r in runs],
+                "slices_cpu_us_per_req": [r.get("server_cpu_us_per_req") for r in runs],
             }
             if VARIANTS[name].mode == "stream":
                 for key in ("ttfe", "ttfc"):
