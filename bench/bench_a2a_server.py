@@ -83,6 +83,7 @@ VARIANTS = {
     "llamon-otel": Variant("llamon-otel", "send", '"state":"completed"'),  # OpenTelemetry on
     "llamon-fail-otel": Variant("llamon-fail-otel", "send", '"state":"failed"'),
     "floor": Variant("floor", "send", '"state":"completed"'),  # bare Starlette, no a2a-sdk
+    "floor-models": Variant("floor-models", "send", '"state":"completed"'),  # + types, store
 }
 DEFAULT_VARIANTS = ("raw", "llamon", "llamon-fail", "floor", "raw-stream", "llamon-stream")
 
