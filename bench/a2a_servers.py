@@ -19,6 +19,19 @@ Variants (the same trivial agent on both sides):
 ``llamon-stream`` ``create_app(agent, card)`` where ``agent`` has ``stream(ctx)`` yielding
                   the same chunks, and ``invoke``.
 
+``floor``         no a2a-sdk and no llamon: one bare Starlette route that parses the
+                  JSON-RPC body, checks ``method`` is ``message/send`` and answers a canned
+                  completed task of the same shape and size as llamon's answer (fresh ids,
+                  the message echoed into ``history``, one ``response`` artifact, the
+                  ``llamon.*`` metadata). The least a Python server on the same uvicorn
+                  settings spends on a send: what the other arms are measured against.
+
+``floor-models``  ``floor`` that does what a direct send path (no a2a-sdk event pipeline)
+                  inside llamon could not avoid: the body validated as a2a-sdk's
+                  ``SendMessageRequest``, the ``Task`` built from a2a-sdk's pydantic types,
+                  saved ``working`` then ``completed`` in llamon's ``BoundedMemoryTaskStore``,
+                  and dumped with ``model_dump(mode="json", exclude_none=True)``.
+
 ``raw-hold``      a raw executor streaming ``ticking_agent.py``'s ticks (``bench_open_streams.py``
                   holds 1,000 of them open): the task, ``start_work()``, one artifact chunk
                   (a DataPart) per tick, ``complete()``; the message text sets the ticks.
@@ -98,6 +111,8 @@ VARIANTS = (
     "llamon-otel",
     "llamon-fail-otel",
     "raw-hold",
+    "floor",
+    "floor-models",
 )
 STORE_VARIANTS = (
     "raw-memory",
@@ -256,6 +271,138 @@ def _raw_hold_app() -> Any:
     return _raw_app((), executor=HoldExecutor())
 
 
+# -- the floor ----------------------------------------------------------------------------
+
+
+def _floor_app() -> Any:
+    """``floor``: a bare Starlette JSON-RPC endpoint answering ``message/send`` with a
+    completed task shaped like llamon's (same keys, same sizes), nothing else."""
+    import json
+    import time
+    from datetime import UTC, datetime
+
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    def error(rpc_id: Any, code: int, message: str) -> JSONResponse:
+        return JSONResponse(
+            {"jsonrpc": "2.0", "id": rpc_id, "error": {"code": code, "message": message}}
+        )
+
+    async def rpc(request: Request) -> JSONResponse:
+        try:
+            body = json.loads(await request.body())
+        except ValueError:
+            return error(None, -32700, "Parse error")
+        if not isinstance(body, dict):
+            return error(None, -32600, "Invalid Request")
+        rpc_id = body.get("id")
+        if body.get("method") != "message/send":
+            return error(rpc_id, -32601, "Method not found")
+        message = (body.get("params") or {}).get("message")
+        if not isinstance(message, dict) or not message.get("messageId"):
+            return error(rpc_id, -32602, "Invalid params")
+        task_id, context_id = str(uuid.uuid4()), str(uuid.uuid4())
+        message["contextId"], message["taskId"] = context_id, task_id
+        task = {
+            "artifacts": [
+                {
+                    "artifactId": str(uuid.uuid4()),
+                    "name": "response",
+                    "parts": [{"kind": "text", "text": REPLY}],
+                }
+            ],
+            "contextId": context_id,
+            "history": [message],
+            "id": task_id,
+            "kind": "task",
+            "metadata": {
+                "llamon.worker": "bench",
+                "llamon.sent": {
+                    "messageId": message["messageId"],
+                    "contextId": "",
+                    "at": time.time(),
+                },
+            },
+            "status": {"state": "completed", "timestamp": datetime.now(UTC).isoformat()},
+        }
+        return JSONResponse({"id": rpc_id, "jsonrpc": "2.0", "result": task})
+
+    return Starlette(routes=[Route("/", rpc, methods=["POST"])])
+
+
+def _floor_models_app() -> Any:
+    """``floor-models``: the floor with a2a-sdk's types and two saves to llamon's memory
+    store; the same answer (shape and size) as ``floor``."""
+    import time
+    from datetime import UTC, datetime
+
+    import pydantic
+    from a2a.types import (
+        Artifact,
+        JSONRPCError,
+        JSONRPCErrorResponse,
+        Part,
+        SendMessageRequest,
+        SendMessageSuccessResponse,
+        Task,
+        TaskState,
+        TaskStatus,
+        TextPart,
+    )
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from llamon_agent.a2a.stores.memory import BoundedMemoryTaskStore
+
+    store = BoundedMemoryTaskStore()
+
+    def error(rpc_id: Any, code: int, message: str) -> JSONResponse:
+        reply = JSONRPCErrorResponse(id=rpc_id, error=JSONRPCError(code=code, message=message))
+        return JSONResponse(reply.model_dump(mode="json", exclude_none=True))
+
+    async def rpc(request: Request) -> JSONResponse:
+        try:
+            send = SendMessageRequest.model_validate_json(await request.body())
+        except pydantic.ValidationError:
+            return error(None, -32602, "Invalid params")
+        message = send.params.message
+        task_id, context_id = str(uuid.uuid4()), str(uuid.uuid4())
+        message.task_id, message.context_id = task_id, context_id
+        task = Task(
+            id=task_id,
+            context_id=context_id,
+            status=TaskStatus(state=TaskState.working, timestamp=datetime.now(UTC).isoformat()),
+            history=[message],
+            metadata={
+                "llamon.worker": "bench",
+                "llamon.sent": {
+                    "messageId": message.message_id,
+                    "contextId": "",
+                    "at": time.time(),
+                },
+            },
+        )
+        await store.save(task)
+        task.artifacts = [
+            Artifact(
+                artifact_id=str(uuid.uuid4()),
+                name="response",
+                parts=[Part(root=TextPart(text=REPLY))],
+            )
+        ]
+        task.status = TaskStatus(state=TaskState.completed, timestamp=datetime.now(UTC).isoformat())
+        await store.save(task)
+        reply = SendMessageSuccessResponse(id=send.id, result=task)
+        return JSONResponse(reply.model_dump(mode="json", exclude_none=True))
+
+    return Starlette(routes=[Route("/", rpc, methods=["POST"])])
+
+
 # -- llamon --------------------------------------------------------------------------------
 
 
@@ -298,6 +445,10 @@ def build_app(variant: str) -> Any:
         return _raw_app((), working=True, fail=True)
     if variant == "raw-hold":
         return _raw_hold_app()
+    if variant == "floor":
+        return _floor_app()
+    if variant == "floor-models":
+        return _floor_models_app()
     if variant in ("llamon", "llamon-fail", "llamon-stream"):
         return _llamon_app(variant)
     if variant in ("llamon-otel", "llamon-fail-otel"):

@@ -13,6 +13,11 @@ What is measured (``bench/README.md`` says how to read the output):
    Target: >= 0.90 x raw throughput.
 3. ``message/stream`` time to the first SSE event and to the first artifact chunk:
    ``llamon-stream`` vs ``raw-stream``.
+4. The floor: ``floor`` is a bare Starlette JSON-RPC endpoint (no a2a-sdk, no llamon) on
+   the same uvicorn settings, answering ``message/send`` with a canned completed task of
+   the same shape and size as llamon's. Each send variant's server CPU per request is
+   printed as a multiple of the floor's. Targets (printed, not part of the verdict):
+   llamon's CPU per send <= 1.5 x the floor's; llamon >= 2 x raw throughput at c >= 16.
 
 How: every server runs in its own process (``bench/a2a_servers.py``: uvicorn, one worker,
 log level warning, a free 127.0.0.1 port reported on stdout). This script is the load
@@ -21,7 +26,7 @@ per concurrent worker) and runs no server code itself.
 
 For each mode (send, stream) and concurrency, fresh servers are started for every variant
 of the comparison, each is warmed up, and then the variants take turns in short slices of
-a fixed number of requests (raw, llamon, llamon-fail, then llamon-fail, llamon, raw ...),
+a fixed number of requests (raw, llamon, llamon-fail, floor, then floor, llamon-fail ...),
 so noise from other processes on the machine hits every side alike and every server holds
 the same number of finished tasks (a2a-sdk's in-memory store keeps them all) at the same
 point. A ratio is the median, over the slices, of llamon's throughput over raw's in the
@@ -77,8 +82,10 @@ VARIANTS = {
     "raw-failed": Variant("raw-failed", "send", '"state":"failed"'),  # diagnosis only
     "llamon-otel": Variant("llamon-otel", "send", '"state":"completed"'),  # OpenTelemetry on
     "llamon-fail-otel": Variant("llamon-fail-otel", "send", '"state":"failed"'),
+    "floor": Variant("floor", "send", '"state":"completed"'),  # bare Starlette, no a2a-sdk
+    "floor-models": Variant("floor-models", "send", '"state":"completed"'),  # + types, store
 }
-DEFAULT_VARIANTS = ("raw", "llamon", "llamon-fail", "raw-stream", "llamon-stream")
+DEFAULT_VARIANTS = ("raw", "llamon", "llamon-fail", "floor", "raw-stream", "llamon-stream")
 
 # (label, numerator, denominator, target)
 RATIOS: tuple[tuple[str, str, str, float | None], ...] = (
@@ -92,7 +99,13 @@ RATIOS: tuple[tuple[str, str, str, float | None], ...] = (
     ("otel:   llamon-otel / llamon", "llamon-otel", "llamon", None),
     ("otel:   llamon-otel / raw", "llamon-otel", "raw", None),
     ("otel:   llamon-fail-otel / llamon-fail", "llamon-fail-otel", "llamon-fail", None),
+    ("floor:  llamon / floor", "llamon", "floor", None),
+    ("floor:  raw / floor", "raw", "floor", None),
 )
+
+# Against the floor (a bare Starlette endpoint answering the same task, no a2a-sdk):
+FLOOR_SEND_TARGET = 2.0  # llamon / raw throughput, at c >= 16
+FLOOR_CPU_TARGET = 1.5  # llamon's server CPU per send / the floor's, at most
 
 A2A_OTEL_ENV = "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED"
 
@@ -365,6 +378,8 @@ def summarize(
                 "server_cpu_us_per_req": cpu_per_req(runs),
                 "requests": sum(r["requests"] for r in runs),
                 "errors": sum(r["errors"] for r in runs),
+                "slices_rps": [r["rps"] for r in runs],
+                "slices_cpu_us_per_req": [r.get("server_cpu_us_per_req") for r in runs],
             }
             if VARIANTS[name].mode == "stream":
                 for key in ("ttfe", "ttfc"):
@@ -438,6 +453,8 @@ def summarize(
                 f"{label:<34} c={c:<3} {med:6.3f} [{q1:.3f}-{q3:.3f}]  aggregate "
                 f"{fmt(aggregate, 3)}  cpu {fmt(cpu, 3)}   {verdict}"
             )
+    if "floor" in results:
+        lines.extend(floor_lines(results, summary))
     if "llamon-stream" in results and "raw-stream" in results:
         for c in args.concurrency:
             for key in ("ttfe_p50_ms", "ttfc_p50_ms"):
@@ -449,6 +466,49 @@ def summarize(
                         f"{ll_v / raw_v:6.3f}   (a time: lower is better)"
                     )
     return "\n".join(lines), summary, ok
+
+
+def floor_lines(results: Results, summary: dict[str, Any]) -> list[str]:
+    """Server CPU per send of each send variant as a multiple of the floor's, and the
+    floor targets (informational: not part of the exit status or the ``targets`` verdict)."""
+    lines = ["", "server CPU per send against the floor (us/req; x floor), and the floor targets"]
+    sends = [n for n in results if VARIANTS[n].mode == "send"]
+    floor_rows: list[dict[str, Any]] = []
+    for c in results["floor"]:
+        base = cpu_per_req(results["floor"][c])
+        row: dict[str, Any] = {"concurrency": c, "floor_cpu_us": base, "x_floor": {}}
+        parts = []
+        for name in sends:
+            cpu = cpu_per_req(results[name][c])
+            times = cpu / base if cpu and base else None
+            row["x_floor"][name] = times
+            parts.append(f"{name} {fmt(cpu, 0)} ({fmt(times)}x)")
+        lines.append(f"  c={c:<3} " + "  ".join(parts))
+        verdicts = []
+        llamon_x = row["x_floor"].get("llamon")
+        if llamon_x is not None:
+            verdicts.append(
+                f"llamon cpu <= {FLOOR_CPU_TARGET:.1f}x floor: "
+                + ("PASS" if llamon_x <= FLOOR_CPU_TARGET else f"MISS ({llamon_x:.2f}x)")
+            )
+        if c >= 16 and "llamon" in results and "raw" in results:
+            paired = [
+                x["rps"] / y["rps"]
+                for x, y in zip(results["llamon"][c], results["raw"][c], strict=True)
+                if y["rps"]
+            ]
+            if paired:
+                med = statistics.median(paired)
+                row["llamon_over_raw"] = med
+                verdicts.append(
+                    f"llamon >= {FLOOR_SEND_TARGET:.1f}x raw: "
+                    + ("PASS" if med >= FLOOR_SEND_TARGET else f"MISS ({med:.2f}x)")
+                )
+        if verdicts:
+            lines.append(f"        {'; '.join(verdicts)}")
+        floor_rows.append(row)
+    summary["floor"] = floor_rows
+    return lines
 
 
 # -- profiling -----------------------------------------------------------------------------
