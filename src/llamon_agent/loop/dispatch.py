@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -64,6 +65,7 @@ from llamon_agent.core.codes import Stage
 from llamon_agent.core.failures import FailureRecord
 from llamon_agent.core.faults import ToolGuard, active_faults
 from llamon_agent.core.telemetry import mark_failed, reason_stage, record_tool_call, tool_span
+from llamon_agent.loop._spans import idle_span
 from llamon_agent.loop.events import EventSink, failure_metadata
 from llamon_agent.loop.model import RawToolCall, ToolMessage
 from llamon_agent.loop.outcome import ToolCallResult
@@ -206,10 +208,11 @@ class ToolDispatcher:
             )
             if pending is not None:
                 await pending
-        known = isinstance(call.name, str) and self.tools.get(call.name) is not None
-        name = call.name if known else UNKNOWN_TOOL  # a made-up name is neither shown nor counted
-        with tool_span(name, str(call.id)) as span:
-            result = await self._result(call, round_number)
+        tool = self.tools.get(call.name) if isinstance(call.name, str) else None
+        name = call.name if tool is not None else UNKNOWN_TOOL  # a made-up name: not shown
+        idle = idle_span()  # (a span started now would change nothing: not started)
+        with tool_span(name, str(call.id)) if idle is None else nullcontext(idle) as span:
+            result = await self._result(call, tool, round_number)
             _observe(span, name, result)
         if isinstance(result, ToolEscalation):
             failed = ToolResult.failure(
@@ -259,9 +262,11 @@ class ToolDispatcher:
 
     # ---------------------------------------------------------------- the checks, in order
 
-    async def _result(self, call: RawToolCall, round_number: int) -> ToolResult | ToolEscalation:
-        """The result of one raw call, or its escalation; never raises (but for cancellation)."""
-        tool = self.tools.get(call.name) if isinstance(call.name, str) else None
+    async def _result(
+        self, call: RawToolCall, tool: ToolLike | None, round_number: int
+    ) -> ToolResult | ToolEscalation:
+        """The result of one raw call to ``tool`` (None: not in the view), or its
+        escalation; never raises (but for cancellation)."""
         if tool is None:
             names = self.tools.names
             available = ", ".join(names[:_NAMES_LISTED]) or "(none)"

@@ -40,7 +40,10 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Final
+
+from opentelemetry.trace import Span
 
 from llamon_agent.core.classify import Classification, classify_exception
 from llamon_agent.core.codes import Stage
@@ -54,6 +57,7 @@ from llamon_agent.core.telemetry import (
     mark_failed,
     record_model_retries,
 )
+from llamon_agent.loop._spans import idle_span
 from llamon_agent.loop.dispatch import ToolDispatcher, ToolEscalation
 from llamon_agent.loop.events import EventHandler, EventSink, failure_metadata
 from llamon_agent.loop.model import (
@@ -183,9 +187,16 @@ class _Run:
         return None
 
     async def _complete(self) -> ModelResponse:
-        """One model call under its ``chat {model}`` span (``core.telemetry``)."""
-        name, provider = _model_names(self.model)
-        with chat_span(name, provider) as span:
+        """One model call under its ``chat {model}`` span (``core.telemetry``; not started
+        when it would change nothing, see ``loop._spans``)."""
+        idle = idle_span()
+        if idle is None:
+            name, provider = _model_names(self.model)
+            started: AbstractContextManager[Span] = chat_span(name, provider)
+        else:
+            provider = _provider_name(self.model)
+            started = nullcontext(idle)
+        with started as span:
             try:
                 response = await complete_model(self.model, tuple(self.transcript), self.specs)
             except Exception as exc:
@@ -254,8 +265,13 @@ def _model_names(model: Model) -> tuple[str, str | None]:
     provider adapter) or ``name`` (``ScriptedModel``), else its class; its provider."""
     names = (getattr(model, "model", None), getattr(model, "name", None))
     name = next((n for n in names if isinstance(n, str) and n), type(model).__name__)
+    return name, _provider_name(model)
+
+
+def _provider_name(model: Model) -> str | None:
+    """``gen_ai.provider.name`` of ``model``: its ``provider``, lower case, if a string."""
     provider = getattr(model, "provider", None)
-    return name, provider.lower() if isinstance(provider, str) else None
+    return provider.lower() if isinstance(provider, str) else None
 
 
 def _usage_attributes(response: ModelResponse) -> dict[str, int]:
