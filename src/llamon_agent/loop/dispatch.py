@@ -78,7 +78,12 @@ from llamon_agent.loop.tools import (
     ToolView,
     has_side_effects,
 )
-from llamon_agent.loop.validation import check_arguments, format_problems, parse_arguments
+from llamon_agent.loop.validation import (
+    FieldProblem,
+    check_arguments,
+    format_problems,
+    parse_arguments,
+)
 
 __all__ = [
     "GUARD_REASONS",
@@ -290,9 +295,12 @@ class ToolDispatcher:
                 round_number,
                 {"error_type": parsed.error_type, "arguments_size": len(str(call.arguments_json))},
             )
+        values: dict[str, Any] | None = None  # what a Tool's handler gets (checked once)
         try:
-            own_check = _checks_own_arguments(tool)
-            problems = [] if own_check else check_arguments(tool, parsed.arguments)[1]
+            if _checks_own_arguments(tool):
+                problems: tuple[FieldProblem, ...] = ()
+            else:
+                values, problems = check_arguments(tool, parsed.arguments)
         except Exception as exc:  # a validator of the tool's own that crashed
             return _stamped(ToolResult.from_exception(exc, tool=tool.name), call, round_number)
         if problems:
@@ -316,7 +324,10 @@ class ToolDispatcher:
             reason, text = _GUARDED[plan.guard]
             return _observation(reason, text.format(name=tool.name), call, round_number)
         try:
-            value = await _run_tool(tool, parsed.arguments)
+            if values is not None and type(tool) is Tool:  # Tool.call would check them again
+                value = await tool.call_checked(values)
+            else:
+                value = await _run_tool(tool, parsed.arguments)
         except Exception as exc:  # Tool.call never raises: this is a ToolLike escalating
             record = FailureRecord.from_exception(
                 exc,

@@ -78,6 +78,10 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
+"""``json.loads(raw, parse_constant=_reject_constant)`` without building a decoder per call."""
+
+
 def parse_arguments(raw: object) -> ArgumentsParse:
     """Parse a raw ``arguments_json``; ``arguments`` is None when it is not a JSON object."""
     if not isinstance(raw, str):
@@ -85,7 +89,9 @@ def parse_arguments(raw: object) -> ArgumentsParse:
     if not raw.strip():
         return ArgumentsParse({})
     try:
-        value = json.loads(raw, parse_constant=_reject_constant)
+        if raw.startswith("\ufeff"):  # as json.loads refuses it
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", raw, 0)
+        value = _DECODER.decode(raw)
     except json.JSONDecodeError as exc:
         return ArgumentsParse(None, f"not valid JSON ({exc.msg} at char {exc.pos})", "json")
     except (ValueError, RecursionError) as exc:
@@ -344,7 +350,8 @@ def check_arguments(
             validated = model.model_validate(dict(arguments))
         except ValidationError as exc:
             return {}, problems_from_validation_error(exc)
-        return {name: getattr(validated, name) for name in type(validated).model_fields}, ()
+        fields = type(validated).__pydantic_fields__  # (model_fields, without its descriptor)
+        return {name: getattr(validated, name) for name in fields}, ()
     schema = getattr(tool, "parameters", None)
     if not isinstance(schema, Mapping):
         return dict(arguments), ()
