@@ -38,7 +38,7 @@ Lab fault plan's model faults take effect.
 
 from __future__ import annotations
 
-import secrets
+import random
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Final
@@ -105,7 +105,7 @@ class _Run:
         self.specs: tuple[ToolSpec, ...] = tools.specs()
         self.transcript = transcript
         self.max_rounds = max_rounds
-        self.events = EventSink(on_event, run_id=secrets.token_hex(6), bus=bus)
+        self.events = EventSink(on_event, run_id=_new_run_id(), bus=bus)
         self.dispatcher = ToolDispatcher(tools, events=self.events)
         self.usage: dict[str, int] = {}
         self.rounds = 0
@@ -258,6 +258,12 @@ class _Run:
             usage=dict(self.usage),
             classification=classification,
         )
+
+
+def _new_run_id() -> str:
+    """Twelve hex digits naming one run in its events and outcome (a correlation id, not
+    a secret: drawn from ``random``, which is reseeded in a forked child)."""
+    return f"{random.getrandbits(48):012x}"
 
 
 def _model_names(model: Model) -> tuple[str, str | None]:
