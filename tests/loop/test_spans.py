@@ -25,6 +25,7 @@ _PARENT = NonRecordingSpan(
 
 def _without_provider(monkeypatch: pytest.MonkeyPatch) -> None:
     """As in a process where no tracer provider was ever installed."""
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
     monkeypatch.setattr(trace, "get_tracer_provider", ProxyTracerProvider)
 
 
@@ -77,3 +78,13 @@ async def test_a_tool_sees_the_same_current_span_either_way(
     assert outcome.status == "completed"
     assert seen[1] is _PARENT  # as the no-op tracer would have made it
     assert [span.name for span in exporter.get_finished_spans()] == names  # none started
+
+
+def test_without_the_apis_global_the_provider_is_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(trace, "_TRACER_PROVIDER")
+    monkeypatch.setattr(trace, "get_tracer_provider", ProxyTracerProvider)
+    with trace.use_span(_PARENT):
+        assert idle_span() is _PARENT
+    span_exporter()
+    monkeypatch.undo()
+    assert idle_span() is None

@@ -5,22 +5,36 @@ span" with the current span itself whenever that span records nothing, and makin
 current again is a no-op too. ``idle_span`` says when that is the case, so the loop's
 per-call spans (``chat {model}``, ``execute_tool {tool}``) cost a check instead of a
 context switch. Once a provider is installed (``trace.set_tracer_provider``, or
-``OTEL_PYTHON_TRACER_PROVIDER``), every span is started as ``core.telemetry`` makes it.
+``OTEL_PYTHON_TRACER_PROVIDER`` read when ``core.telemetry`` got its tracer), every span
+is started as ``core.telemetry`` makes it.
 """
 
 from __future__ import annotations
+
+from typing import Final
 
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, ProxyTracerProvider, Span
 
 __all__ = ["idle_span"]
 
+_UNREADABLE: Final = object()
+
+
+def _no_provider() -> bool:
+    """True while no tracer provider is installed: what the API's proxy tracer reads (its
+    global) to choose its no-op tracer; ``get_tracer_provider`` if that is not readable."""
+    installed = getattr(trace, "_TRACER_PROVIDER", _UNREADABLE)
+    if installed is _UNREADABLE:
+        return isinstance(trace.get_tracer_provider(), ProxyTracerProvider)
+    return installed is None
+
 
 def idle_span() -> Span | None:
     """The current span when a span started now would be that same span (no tracer
     provider installed, the current span records nothing); None when the span must be
     started."""
-    if not isinstance(trace.get_tracer_provider(), ProxyTracerProvider):
+    if not _no_provider():
         return None
     span = trace.get_current_span()
     return span if isinstance(span, NonRecordingSpan) else None
