@@ -225,10 +225,11 @@ class ToolDispatcher:
             )
             self._results.append(ToolCallResult(call, failed, round_number))
             return result
-        invited_retry = result.is_error and result.error_code in RETRY_INVITING_REASONS
+        is_error = result.is_error
+        invited_retry = is_error and result.error_code in RETRY_INVITING_REASONS
         self._previous = None if invited_retry else (call.name, call.arguments_json)
         self._results.append(ToolCallResult(call, result, round_number))
-        failed_record = result.record if result.is_error else None
+        failed_record = result.record if is_error else None
         if failed_record is not None:
             self._failures.append(failed_record)
         if observed:
@@ -239,7 +240,7 @@ class ToolDispatcher:
             tool_call_id=call.id,
             name=call.name,
             content=result.to_model_text(),
-            is_error=result.is_error,
+            is_error=is_error,
         )
 
     def _step_ended(

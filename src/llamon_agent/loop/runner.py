@@ -214,7 +214,8 @@ class _Run:
 
     def _count(self, response: ModelResponse) -> None:
         self.model_retries += max(0, int(response.retries or 0))
-        for key, amount in dict(response.usage or {}).items():
+        usage = response.usage
+        for key, amount in dict(usage).items() if usage else ():
             if isinstance(amount, int):
                 self.usage[key] = self.usage.get(key, 0) + amount
 
