@@ -83,6 +83,7 @@ from llamon_agent.loop.validation import (
     check_arguments,
     format_problems,
     parse_arguments,
+    parsed_object,
 )
 
 __all__ = [
@@ -286,22 +287,28 @@ class ToolDispatcher:
                 round_number,
                 {"candidate_names": list(names)},
             )
-        parsed = parse_arguments(call.arguments_json)
-        if parsed.arguments is None:
-            return _observation(
-                "malformed_arguments",
-                f"Arguments for tool {tool.name!r} are {parsed.problem}."
-                " Send one JSON object matching the tool's parameters.",
-                call,
-                round_number,
-                {"error_type": parsed.error_type, "arguments_size": len(str(call.arguments_json))},
-            )
+        arguments = parsed_object(call.arguments_json)  # (the common case: no parse record)
+        if arguments is None:
+            parsed = parse_arguments(call.arguments_json)
+            if parsed.arguments is None:
+                return _observation(
+                    "malformed_arguments",
+                    f"Arguments for tool {tool.name!r} are {parsed.problem}."
+                    " Send one JSON object matching the tool's parameters.",
+                    call,
+                    round_number,
+                    {
+                        "error_type": parsed.error_type,
+                        "arguments_size": len(str(call.arguments_json)),
+                    },
+                )
+            arguments = parsed.arguments
         values: dict[str, Any] | None = None  # what a Tool's handler gets (checked once)
         try:
             if _checks_own_arguments(tool):
                 problems: tuple[FieldProblem, ...] = ()
             else:
-                values, problems = check_arguments(tool, parsed.arguments)
+                values, problems = check_arguments(tool, arguments)
         except Exception as exc:  # a validator of the tool's own that crashed
             return _stamped(ToolResult.from_exception(exc, tool=tool.name), call, round_number)
         if problems:
@@ -328,7 +335,7 @@ class ToolDispatcher:
             if values is not None and type(tool) is Tool:  # Tool.call would check them again
                 value = await tool.call_checked(values)
             else:
-                value = await _run_tool(tool, parsed.arguments)
+                value = await _run_tool(tool, arguments)
         except Exception as exc:  # Tool.call never raises: this is a ToolLike escalating
             record = FailureRecord.from_exception(
                 exc,

@@ -189,25 +189,24 @@ class _Run:
     async def _complete(self) -> ModelResponse:
         """One model call under its ``chat {model}`` span (``core.telemetry``; not started
         when it would change nothing, see ``loop._spans``)."""
+        model = self.model
         idle = idle_span()
-        if idle is None:
-            name, provider = _model_names(self.model)
-            started: AbstractContextManager[Span] = chat_span(name, provider)
-        else:
-            provider = _provider_name(self.model)
-            started = nullcontext(idle)
+        started: AbstractContextManager[Span] = (
+            chat_span(*_model_names(model)) if idle is None else nullcontext(idle)
+        )
         with started as span:
             try:
-                response = await complete_model(self.model, tuple(self.transcript), self.specs)
+                response = await complete_model(model, tuple(self.transcript), self.specs)
             except Exception as exc:
                 found = classify_exception(exc)
                 mark_failed(
                     span, reason=found.reason, error_code=found.code.value, stage=Stage.MODEL_CALL
                 )
-                record_model_retries(found.retried, provider)
+                record_model_retries(found.retried, _provider_name(model))
                 raise
             if isinstance(response, ModelResponse):
-                record_model_retries(response.retries, provider)
+                if response.retries != 0:  # (0 records nothing)
+                    record_model_retries(response.retries, _provider_name(model))
                 if span.is_recording():
                     span.set_attributes(_usage_attributes(response))
             return response

@@ -44,6 +44,7 @@ __all__ = [
     "format_problems",
     "json_type_name",
     "parse_arguments",
+    "parsed_object",
     "problems_from_validation_error",
 ]
 
@@ -100,6 +101,20 @@ def parse_arguments(raw: object) -> ArgumentsParse:
     if not isinstance(value, dict):
         return ArgumentsParse(None, f"not a JSON object (got {_json_type(value)})", "not_an_object")
     return ArgumentsParse(value)
+
+
+def parsed_object(raw: object) -> dict[str, Any] | None:
+    """The arguments object of ``raw`` when ``parse_arguments`` would find one, without its
+    ``ArgumentsParse``; None when it might not (ask ``parse_arguments`` why)."""
+    if type(raw) is not str or raw.startswith("\ufeff"):
+        return None
+    if not raw.strip():
+        return {}
+    try:
+        value = _DECODER.decode(raw)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _json_type(value: object) -> str:
@@ -347,7 +362,7 @@ def check_arguments(
     model = getattr(tool, "args_model", None)
     if isinstance(model, type) and issubclass(model, BaseModel):
         try:
-            validated = model.model_validate(dict(arguments))
+            validated = model.__pydantic_validator__.validate_python(dict(arguments))
         except ValidationError as exc:
             return {}, problems_from_validation_error(exc)
         fields = type(validated).__pydantic_fields__  # (model_fields, without its descriptor)
