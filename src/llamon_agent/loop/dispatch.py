@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable
-from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -217,9 +216,13 @@ class ToolDispatcher:
         tool = self.tools.get(call.name) if isinstance(call.name, str) else None
         name = call.name if tool is not None else UNKNOWN_TOOL  # a made-up name: not shown
         idle = idle_span()  # (a span started now would change nothing: not started)
-        with tool_span(name, str(call.id)) if idle is None else nullcontext(idle) as span:
+        if idle is None:
+            with tool_span(name, str(call.id)) as span:
+                result = await self._result(call, tool, round_number)
+                _observe(span, name, result)
+        else:
             result = await self._result(call, tool, round_number)
-            _observe(span, name, result)
+            _observe(idle, name, result)
         if isinstance(result, ToolEscalation):
             failed = ToolResult.failure(
                 result.classification.reason, result.record.message, record=result.record

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
 from typing import Final
 
 from opentelemetry.trace import Span
@@ -144,7 +143,8 @@ class _Run:
     async def _round(self) -> LoopOutcome | None:
         """One model call and the tool calls it wrote; the outcome when the run ends here."""
         try:
-            response = await self._complete()
+            idle = idle_span()  # (a span started now would change nothing: not started)
+            response = await (self._complete() if idle is None else self._complete_in(idle))
         except Exception as exc:
             found = classify_exception(exc)
             self.model_retries += found.retried  # the retries of the call that failed
@@ -187,29 +187,30 @@ class _Run:
         return None
 
     async def _complete(self) -> ModelResponse:
-        """One model call under its ``chat {model}`` span (``core.telemetry``; not started
-        when it would change nothing, see ``loop._spans``)."""
+        """One model call under its ``chat {model}`` span (``core.telemetry``); ``_round``
+        calls ``_complete_in`` directly when the span would change nothing
+        (``loop._spans``)."""
+        with chat_span(*_model_names(self.model)) as span:
+            return await self._complete_in(span)
+
+    async def _complete_in(self, span: Span) -> ModelResponse:
+        """The model call of ``_complete``, its failure or usage marked on ``span``."""
         model = self.model
-        idle = idle_span()
-        started: AbstractContextManager[Span] = (
-            chat_span(*_model_names(model)) if idle is None else nullcontext(idle)
-        )
-        with started as span:
-            try:
-                response = await complete_model(model, tuple(self.transcript), self.specs)
-            except Exception as exc:
-                found = classify_exception(exc)
-                mark_failed(
-                    span, reason=found.reason, error_code=found.code.value, stage=Stage.MODEL_CALL
-                )
-                record_model_retries(found.retried, _provider_name(model))
-                raise
-            if isinstance(response, ModelResponse):
-                if response.retries != 0:  # (0 records nothing)
-                    record_model_retries(response.retries, _provider_name(model))
-                if span.is_recording():
-                    span.set_attributes(_usage_attributes(response))
-            return response
+        try:
+            response = await complete_model(model, tuple(self.transcript), self.specs)
+        except Exception as exc:
+            found = classify_exception(exc)
+            mark_failed(
+                span, reason=found.reason, error_code=found.code.value, stage=Stage.MODEL_CALL
+            )
+            record_model_retries(found.retried, _provider_name(model))
+            raise
+        if isinstance(response, ModelResponse):
+            if response.retries != 0:  # (0 records nothing)
+                record_model_retries(response.retries, _provider_name(model))
+            if span.is_recording():
+                span.set_attributes(_usage_attributes(response))
+        return response
 
     def _count(self, response: ModelResponse) -> None:
         self.model_retries += max(0, int(response.retries or 0))
