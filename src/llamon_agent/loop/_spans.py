@@ -21,20 +21,20 @@ __all__ = ["idle_span"]
 _UNREADABLE: Final = object()
 
 
-def _no_provider() -> bool:
-    """True while no tracer provider is installed: what the API's proxy tracer reads (its
-    global) to choose its no-op tracer; ``get_tracer_provider`` if that is not readable."""
-    installed = getattr(trace, "_TRACER_PROVIDER", _UNREADABLE)
-    if installed is _UNREADABLE:
-        return isinstance(trace.get_tracer_provider(), ProxyTracerProvider)
-    return installed is None
-
-
 def idle_span() -> Span | None:
     """The current span when a span started now would be that same span (no tracer
     provider installed, the current span records nothing); None when the span must be
-    started."""
-    if not _no_provider():
+    started.
+
+    "No provider installed" is what the API's proxy tracer reads to choose its no-op
+    tracer (the API's global provider is unset), or ``get_tracer_provider`` answering its
+    proxy when that global is not readable.
+    """
+    installed = getattr(trace, "_TRACER_PROVIDER", _UNREADABLE)
+    if installed is _UNREADABLE:
+        if not isinstance(trace.get_tracer_provider(), ProxyTracerProvider):
+            return None
+    elif installed is not None:
         return None
     span = trace.get_current_span()
     return span if isinstance(span, NonRecordingSpan) else None
