@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 import pytest
+from pydantic_core import to_jsonable_python
 
 from llamon_agent.core.codes import ErrorCode
 from llamon_agent.exceptions import ComponentInvokeError
@@ -76,3 +78,26 @@ def test_a_mapped_exception_shows_its_reason_and_text() -> None:
 def test_a_failure_text_the_model_reads_names_no_upstream_location() -> None:
     result = ToolResult.failure("lookup_failed", "the index at http://10.1.2.3:9200/idx is down")
     assert result.to_model_text() == "lookup_failed: the index at [REDACTED:url] is down"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"echo": 3},
+        {"a": 1.5, "b": None, "c": True, "d": "é", "e": float("nan")},
+        [1, "two", None, 10**30],
+        7,
+        None,
+        {"nested": {"a": [1]}},
+        {"é": 1},
+        (1, 2),
+        {1: "x"},
+    ],
+)
+def test_a_result_reads_as_its_jsonable_form(value: object) -> None:
+    expected = json.dumps(to_jsonable_python(value, fallback=str), ensure_ascii=False)
+    assert ToolResult.ok(value).to_model_text() == expected
+
+
+def test_a_result_that_cannot_be_made_jsonable_is_named_not_written() -> None:
+    assert ToolResult.ok({"\ud800": 1}).to_model_text() == "<dict result>"

@@ -12,6 +12,7 @@ from llamon_agent.loop.validation import (
     check_schema,
     format_problems,
     parse_arguments,
+    parsed_object,
 )
 
 
@@ -137,3 +138,27 @@ def test_check_arguments_uses_the_schema_without_a_model() -> None:
 
 def test_a_problem_without_a_field_names_the_arguments() -> None:
     assert str(FieldProblem("", "bad")) == "arguments: bad"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"a": 1}',
+        "",
+        "  ",
+        "{}",
+        "[1]",
+        '"x"',
+        '{"a": NaN}',
+        '{"a": 1',
+        "\ufeff{}",
+        3,
+        None,
+        "1e999",
+    ],
+)
+def test_parsed_object_is_parse_arguments_object_or_defers_to_it(raw: object) -> None:
+    found = parsed_object(raw)
+    assert found is None or found == parse_arguments(raw).arguments
+    if parse_arguments(raw).arguments is None:
+        assert found is None

@@ -64,6 +64,7 @@ from llamon_agent.core.codes import Stage
 from llamon_agent.core.failures import FailureRecord
 from llamon_agent.core.faults import ToolGuard, active_faults
 from llamon_agent.core.telemetry import mark_failed, reason_stage, record_tool_call, tool_span
+from llamon_agent.loop._spans import idle_span
 from llamon_agent.loop.events import EventSink, failure_metadata
 from llamon_agent.loop.model import RawToolCall, ToolMessage
 from llamon_agent.loop.outcome import ToolCallResult
@@ -76,7 +77,13 @@ from llamon_agent.loop.tools import (
     ToolView,
     has_side_effects,
 )
-from llamon_agent.loop.validation import check_arguments, format_problems, parse_arguments
+from llamon_agent.loop.validation import (
+    FieldProblem,
+    check_arguments,
+    format_problems,
+    parse_arguments,
+    parsed_object,
+)
 
 __all__ = [
     "GUARD_REASONS",
@@ -206,21 +213,27 @@ class ToolDispatcher:
             )
             if pending is not None:
                 await pending
-        known = isinstance(call.name, str) and self.tools.get(call.name) is not None
-        name = call.name if known else UNKNOWN_TOOL  # a made-up name is neither shown nor counted
-        with tool_span(name, str(call.id)) as span:
-            result = await self._result(call, round_number)
-            _observe(span, name, result)
+        tool = self.tools.get(call.name) if isinstance(call.name, str) else None
+        name = call.name if tool is not None else UNKNOWN_TOOL  # a made-up name: not shown
+        idle = idle_span()  # (a span started now would change nothing: not started)
+        if idle is None:
+            with tool_span(name, str(call.id)) as span:
+                result = await self._result(call, tool, round_number)
+                _observe(span, name, result)
+        else:
+            result = await self._result(call, tool, round_number)
+            _observe(idle, name, result)
         if isinstance(result, ToolEscalation):
             failed = ToolResult.failure(
                 result.classification.reason, result.record.message, record=result.record
             )
             self._results.append(ToolCallResult(call, failed, round_number))
             return result
-        invited_retry = result.is_error and result.error_code in RETRY_INVITING_REASONS
+        is_error = result.is_error
+        invited_retry = is_error and result.error_code in RETRY_INVITING_REASONS
         self._previous = None if invited_retry else (call.name, call.arguments_json)
         self._results.append(ToolCallResult(call, result, round_number))
-        failed_record = result.record if result.is_error else None
+        failed_record = result.record if is_error else None
         if failed_record is not None:
             self._failures.append(failed_record)
         if observed:
@@ -231,7 +244,7 @@ class ToolDispatcher:
             tool_call_id=call.id,
             name=call.name,
             content=result.to_model_text(),
-            is_error=result.is_error,
+            is_error=is_error,
         )
 
     def _step_ended(
@@ -259,9 +272,11 @@ class ToolDispatcher:
 
     # ---------------------------------------------------------------- the checks, in order
 
-    async def _result(self, call: RawToolCall, round_number: int) -> ToolResult | ToolEscalation:
-        """The result of one raw call, or its escalation; never raises (but for cancellation)."""
-        tool = self.tools.get(call.name) if isinstance(call.name, str) else None
+    async def _result(
+        self, call: RawToolCall, tool: ToolLike | None, round_number: int
+    ) -> ToolResult | ToolEscalation:
+        """The result of one raw call to ``tool`` (None: not in the view), or its
+        escalation; never raises (but for cancellation)."""
         if tool is None:
             names = self.tools.names
             available = ", ".join(names[:_NAMES_LISTED]) or "(none)"
@@ -275,19 +290,28 @@ class ToolDispatcher:
                 round_number,
                 {"candidate_names": list(names)},
             )
-        parsed = parse_arguments(call.arguments_json)
-        if parsed.arguments is None:
-            return _observation(
-                "malformed_arguments",
-                f"Arguments for tool {tool.name!r} are {parsed.problem}."
-                " Send one JSON object matching the tool's parameters.",
-                call,
-                round_number,
-                {"error_type": parsed.error_type, "arguments_size": len(str(call.arguments_json))},
-            )
+        arguments = parsed_object(call.arguments_json)  # (the common case: no parse record)
+        if arguments is None:
+            parsed = parse_arguments(call.arguments_json)
+            if parsed.arguments is None:
+                return _observation(
+                    "malformed_arguments",
+                    f"Arguments for tool {tool.name!r} are {parsed.problem}."
+                    " Send one JSON object matching the tool's parameters.",
+                    call,
+                    round_number,
+                    {
+                        "error_type": parsed.error_type,
+                        "arguments_size": len(str(call.arguments_json)),
+                    },
+                )
+            arguments = parsed.arguments
+        values: dict[str, Any] | None = None  # what a Tool's handler gets (checked once)
         try:
-            own_check = _checks_own_arguments(tool)
-            problems = [] if own_check else check_arguments(tool, parsed.arguments)[1]
+            if _checks_own_arguments(tool):
+                problems: tuple[FieldProblem, ...] = ()
+            else:
+                values, problems = check_arguments(tool, arguments)
         except Exception as exc:  # a validator of the tool's own that crashed
             return _stamped(ToolResult.from_exception(exc, tool=tool.name), call, round_number)
         if problems:
@@ -311,7 +335,10 @@ class ToolDispatcher:
             reason, text = _GUARDED[plan.guard]
             return _observation(reason, text.format(name=tool.name), call, round_number)
         try:
-            value = await _run_tool(tool, parsed.arguments)
+            if values is not None and type(tool) is Tool:  # Tool.call would check them again
+                value = await tool.call_checked(values)
+            else:
+                value = await _run_tool(tool, arguments)
         except Exception as exc:  # Tool.call never raises: this is a ToolLike escalating
             record = FailureRecord.from_exception(
                 exc,

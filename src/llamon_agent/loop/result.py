@@ -39,10 +39,30 @@ _PLAIN_TYPES: Final = frozenset({str, int, float, bool, type(None), dict, list, 
 for them (an ``isinstance`` against a runtime protocol costs microseconds)."""
 
 
+_FLAT_ITEMS: Final = frozenset({str, int, float, bool, type(None)})
+"""Values ``json.dumps`` writes exactly as it writes what ``to_jsonable_python`` makes of them."""
+
+
+def _flat(value: Any) -> bool:
+    """True for a scalar of ``_FLAT_ITEMS``, or a dict (ASCII string keys) or list of them:
+    a value ``to_jsonable_python`` would hand back unchanged."""
+    kind = type(value)
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or not key.isascii() or type(item) not in _FLAT_ITEMS:
+                return False
+        return True
+    if kind is list:
+        return all(type(item) in _FLAT_ITEMS for item in value)
+    return kind in _FLAT_ITEMS
+
+
 def _render(value: Any) -> str:
     """A value as the text a model reads: strings as they are, anything else as JSON."""
     if isinstance(value, str):
         return value
+    if _flat(value):  # the common result, without a conversion pass that changes nothing
+        return json.dumps(value, ensure_ascii=False)
     try:
         return json.dumps(to_jsonable_python(value, fallback=str), ensure_ascii=False)
     except Exception:  # a value whose __str__ fails, a cycle: never fail the loop over it

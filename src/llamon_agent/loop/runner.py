@@ -38,9 +38,11 @@ Lab fault plan's model faults take effect.
 
 from __future__ import annotations
 
-import secrets
+import random
 from collections.abc import Sequence
 from typing import Final
+
+from opentelemetry.trace import Span
 
 from llamon_agent.core.classify import Classification, classify_exception
 from llamon_agent.core.codes import Stage
@@ -54,6 +56,7 @@ from llamon_agent.core.telemetry import (
     mark_failed,
     record_model_retries,
 )
+from llamon_agent.loop._spans import idle_span
 from llamon_agent.loop.dispatch import ToolDispatcher, ToolEscalation
 from llamon_agent.loop.events import EventHandler, EventSink, failure_metadata
 from llamon_agent.loop.model import (
@@ -101,7 +104,7 @@ class _Run:
         self.specs: tuple[ToolSpec, ...] = tools.specs()
         self.transcript = transcript
         self.max_rounds = max_rounds
-        self.events = EventSink(on_event, run_id=secrets.token_hex(6), bus=bus)
+        self.events = EventSink(on_event, run_id=_new_run_id(), bus=bus)
         self.dispatcher = ToolDispatcher(tools, events=self.events)
         self.usage: dict[str, int] = {}
         self.rounds = 0
@@ -140,7 +143,8 @@ class _Run:
     async def _round(self) -> LoopOutcome | None:
         """One model call and the tool calls it wrote; the outcome when the run ends here."""
         try:
-            response = await self._complete()
+            idle = idle_span()  # (a span started now would change nothing: not started)
+            response = await (self._complete() if idle is None else self._complete_in(idle))
         except Exception as exc:
             found = classify_exception(exc)
             self.model_retries += found.retried  # the retries of the call that failed
@@ -183,27 +187,35 @@ class _Run:
         return None
 
     async def _complete(self) -> ModelResponse:
-        """One model call under its ``chat {model}`` span (``core.telemetry``)."""
-        name, provider = _model_names(self.model)
-        with chat_span(name, provider) as span:
-            try:
-                response = await complete_model(self.model, tuple(self.transcript), self.specs)
-            except Exception as exc:
-                found = classify_exception(exc)
-                mark_failed(
-                    span, reason=found.reason, error_code=found.code.value, stage=Stage.MODEL_CALL
-                )
-                record_model_retries(found.retried, provider)
-                raise
-            if isinstance(response, ModelResponse):
-                record_model_retries(response.retries, provider)
-                if span.is_recording():
-                    span.set_attributes(_usage_attributes(response))
-            return response
+        """One model call under its ``chat {model}`` span (``core.telemetry``); ``_round``
+        calls ``_complete_in`` directly when the span would change nothing
+        (``loop._spans``)."""
+        with chat_span(*_model_names(self.model)) as span:
+            return await self._complete_in(span)
+
+    async def _complete_in(self, span: Span) -> ModelResponse:
+        """The model call of ``_complete``, its failure or usage marked on ``span``."""
+        model = self.model
+        try:
+            response = await complete_model(model, tuple(self.transcript), self.specs)
+        except Exception as exc:
+            found = classify_exception(exc)
+            mark_failed(
+                span, reason=found.reason, error_code=found.code.value, stage=Stage.MODEL_CALL
+            )
+            record_model_retries(found.retried, _provider_name(model))
+            raise
+        if isinstance(response, ModelResponse):
+            if response.retries != 0:  # (0 records nothing)
+                record_model_retries(response.retries, _provider_name(model))
+            if span.is_recording():
+                span.set_attributes(_usage_attributes(response))
+        return response
 
     def _count(self, response: ModelResponse) -> None:
         self.model_retries += max(0, int(response.retries or 0))
-        for key, amount in dict(response.usage or {}).items():
+        usage = response.usage
+        for key, amount in dict(usage).items() if usage else ():
             if isinstance(amount, int):
                 self.usage[key] = self.usage.get(key, 0) + amount
 
@@ -249,13 +261,24 @@ class _Run:
         )
 
 
+def _new_run_id() -> str:
+    """Twelve hex digits naming one run in its events and outcome (a correlation id, not
+    a secret: drawn from ``random``, which is reseeded in a forked child)."""
+    return f"{random.getrandbits(48):012x}"
+
+
 def _model_names(model: Model) -> tuple[str, str | None]:
     """``(gen_ai.request.model, gen_ai.provider.name)`` of ``model``: its ``model`` (a
     provider adapter) or ``name`` (``ScriptedModel``), else its class; its provider."""
     names = (getattr(model, "model", None), getattr(model, "name", None))
     name = next((n for n in names if isinstance(n, str) and n), type(model).__name__)
+    return name, _provider_name(model)
+
+
+def _provider_name(model: Model) -> str | None:
+    """``gen_ai.provider.name`` of ``model``: its ``provider``, lower case, if a string."""
     provider = getattr(model, "provider", None)
-    return name, provider.lower() if isinstance(provider, str) else None
+    return provider.lower() if isinstance(provider, str) else None
 
 
 def _usage_attributes(response: ModelResponse) -> dict[str, int]:

@@ -272,6 +272,16 @@ class Tool:
             values, problems = check_arguments(self, arguments)
             if problems:
                 return ToolResult.failure("invalid_arguments", format_problems(problems))
+        except Exception as exc:
+            return ToolResult.from_exception(exc, tool=self.name)
+        return await self.call_checked(values)
+
+    async def call_checked(self, values: dict[str, Any]) -> ToolResult | Any:
+        """``call`` for arguments ``check_arguments`` already passed: ``values`` are what it
+        returned for them (the handler's keyword arguments). The rest is ``call``'s: the
+        fault plan, the handler, its exception as a ``tool_error`` result. Never raises
+        (but for cancellation)."""
+        try:
             plan = active_faults()
             if plan is not None:
                 fault = plan.for_tool(self.name)

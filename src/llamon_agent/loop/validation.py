@@ -44,6 +44,7 @@ __all__ = [
     "format_problems",
     "json_type_name",
     "parse_arguments",
+    "parsed_object",
     "problems_from_validation_error",
 ]
 
@@ -78,6 +79,10 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
+"""``json.loads(raw, parse_constant=_reject_constant)`` without building a decoder per call."""
+
+
 def parse_arguments(raw: object) -> ArgumentsParse:
     """Parse a raw ``arguments_json``; ``arguments`` is None when it is not a JSON object."""
     if not isinstance(raw, str):
@@ -85,7 +90,9 @@ def parse_arguments(raw: object) -> ArgumentsParse:
     if not raw.strip():
         return ArgumentsParse({})
     try:
-        value = json.loads(raw, parse_constant=_reject_constant)
+        if raw.startswith("\ufeff"):  # as json.loads refuses it
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", raw, 0)
+        value = _DECODER.decode(raw)
     except json.JSONDecodeError as exc:
         return ArgumentsParse(None, f"not valid JSON ({exc.msg} at char {exc.pos})", "json")
     except (ValueError, RecursionError) as exc:
@@ -94,6 +101,20 @@ def parse_arguments(raw: object) -> ArgumentsParse:
     if not isinstance(value, dict):
         return ArgumentsParse(None, f"not a JSON object (got {_json_type(value)})", "not_an_object")
     return ArgumentsParse(value)
+
+
+def parsed_object(raw: object) -> dict[str, Any] | None:
+    """The arguments object of ``raw`` when ``parse_arguments`` would find one, without its
+    ``ArgumentsParse``; None when it might not (ask ``parse_arguments`` why)."""
+    if type(raw) is not str or raw.startswith("\ufeff"):
+        return None
+    if not raw.strip():
+        return {}
+    try:
+        value = _DECODER.decode(raw)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _json_type(value: object) -> str:
@@ -341,10 +362,11 @@ def check_arguments(
     model = getattr(tool, "args_model", None)
     if isinstance(model, type) and issubclass(model, BaseModel):
         try:
-            validated = model.model_validate(dict(arguments))
+            validated = model.__pydantic_validator__.validate_python(dict(arguments))
         except ValidationError as exc:
             return {}, problems_from_validation_error(exc)
-        return {name: getattr(validated, name) for name in type(validated).model_fields}, ()
+        fields = type(validated).__pydantic_fields__  # (model_fields, without its descriptor)
+        return {name: getattr(validated, name) for name in fields}, ()
     schema = getattr(tool, "parameters", None)
     if not isinstance(schema, Mapping):
         return dict(arguments), ()
