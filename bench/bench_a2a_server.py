@@ -71,6 +71,7 @@ VARIANTS = {
     "raw": Variant("raw", "send", '"state":"completed"'),
     "llamon": Variant("llamon", "send", '"state":"completed"'),
     "llamon-fail": Variant("llamon-fail", "send", '"state":"failed"'),
+    "llamon-unmapped": Variant("llamon-unmapped", "send", '"state":"failed"'),
     "raw-stream": Variant("raw-stream", "stream", '"state":"completed"'),
     "llamon-stream": Variant("llamon-stream", "stream", '"state":"completed"'),
     "raw-working": Variant("raw-working", "send", '"state":"completed"'),  # diagnosis only
@@ -84,6 +85,7 @@ DEFAULT_VARIANTS = ("raw", "llamon", "llamon-fail", "raw-stream", "llamon-stream
 RATIOS: tuple[tuple[str, str, str, float | None], ...] = (
     ("send:   llamon / raw", "llamon", "raw", SEND_TARGET),
     ("fail:   llamon-fail / raw success", "llamon-fail", "raw", FAIL_TARGET),
+    ("unmapped: llamon-unmapped / llamon", "llamon-unmapped", "llamon", FAIL_TARGET),
     ("stream: llamon / raw (streams/s)", "llamon-stream", "raw-stream", None),
     ("diag:   raw-working / raw", "raw-working", "raw", None),
     ("diag:   llamon / raw-working", "llamon", "raw-working", None),
