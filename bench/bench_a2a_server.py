@@ -11,6 +11,9 @@ What is measured (``bench/README.md`` says how to read the output):
 2. The failure path: ``llamon-fail`` (the agent raises ``ComponentInvokeError("down")``,
    answered as a failed task with text + data parts) vs the ``raw`` success path.
    Target: >= 0.90 x raw throughput.
+   ``llamon-unmapped`` (the agent raises an unmapped ``RuntimeError``: a failed task with an
+   incident id, and the ERROR incident line with its scrubbed traceback) vs the ``llamon``
+   success path. Target: >= 0.90 x llamon throughput.
 3. ``message/stream`` time to the first SSE event and to the first artifact chunk:
    ``llamon-stream`` vs ``raw-stream``.
 
