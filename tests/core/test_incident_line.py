@@ -186,3 +186,19 @@ def test_no_line_when_errors_are_not_logged(captured: _Capture) -> None:
     assert incident == incident_id_for(exc)
     assert len(incident) == 12
     assert captured.lines == []
+
+
+def _deep(depth: int) -> object:
+    if depth:
+        return _deep(depth - 1)
+    raise RuntimeError(SECRET_TEXT + " " + "x" * 30_000)
+
+
+def test_a_long_line_is_cut_as_before(captured: _Capture) -> None:
+    install_log_scrubbing()
+    exc = _caught(lambda: _deep(3))
+    incident = incident_id_for(exc)
+    trace = "".join(traceback.format_exception(exc))
+    line = f"incident {incident}: unmapped RuntimeError\n" + scrub_text(trace, max_length=20_000)
+    assert captured.lines[-1] == scrub_text(line, max_length=20_000)
+    assert captured.lines[-1].endswith("…[truncated]")

@@ -41,6 +41,8 @@ logger = logging.getLogger("llamon_agent.errors")
 
 _INCIDENT_ATTR = "__llamon_incident_id__"
 _WITHHELD_ATTR = "__llamon_locations_logged__"
+_MAX_LINE: Final = 20_000
+"""The incident line's length limit (the log-record scrubbing's too)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,13 +68,11 @@ def incident_id_for(exc: BaseException) -> str:
     except Exception:
         trace = type(exc).__name__
     # The traceback is scrubbed too: log lines are outside the security boundary's reach.
-    # Every part of the line is scrubbed here, so the log-record scrubbing keeps it as is.
+    # Every part of the line is scrubbed here, so the log-record scrubbing keeps it as is
+    # (a line over its length limit is left to it, which cuts it as before).
     name = scrub_text(type(exc).__name__)
-    logger.error(
-        ScrubbedText(
-            f"incident {incident}: unmapped {name}\n{scrub_text(trace, max_length=20_000)}"
-        )
-    )
+    line = f"incident {incident}: unmapped {name}\n{scrub_text(trace, max_length=_MAX_LINE)}"
+    logger.error(ScrubbedText(line) if len(line) <= _MAX_LINE else line)
     return incident
 
 
