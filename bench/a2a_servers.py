@@ -14,6 +14,9 @@ Variants (the same trivial agent on both sides):
 ``llamon``        ``create_app(agent, card)`` where ``agent`` returns a short text.
 ``llamon-fail``   ``create_app(agent, card)`` where ``agent`` raises
                   ``ComponentInvokeError("down")`` (failed task, text + data parts).
+``llamon-unmapped`` ``create_app(agent, card)`` where ``agent`` raises an unmapped
+                  ``RuntimeError`` whose text holds a secret-looking DSN (failed task with an
+                  incident id; the ERROR incident line with its scrubbed traceback is logged).
 ``raw-stream``    a raw executor for ``message/stream``: the task, then the artifact
                   chunks (the first creates the artifact, the others append), ``complete()``.
 ``llamon-stream`` ``create_app(agent, card)`` where ``agent`` has ``stream(ctx)`` yielding
@@ -104,6 +107,7 @@ VARIANTS = (
     "raw",
     "llamon",
     "llamon-fail",
+    "llamon-unmapped",
     "raw-stream",
     "llamon-stream",
     "raw-working",
@@ -433,6 +437,20 @@ def _llamon_app(variant: str) -> Any:
     return create_app(agent, bench_card())
 
 
+UNMAPPED_TEXT = "connect to postgresql://app:s3cr3t-pw@db.internal:5432/orders failed"
+
+
+def _llamon_unmapped_app() -> Any:
+    """``llamon-unmapped``: the trivial agent raising an exception no table row maps."""
+    from llamon_agent.a2a.agent import AgentContext
+    from llamon_agent.a2a.server import create_app
+
+    async def unmapped(ctx: AgentContext) -> str:
+        raise RuntimeError(UNMAPPED_TEXT)
+
+    return create_app(unmapped, bench_card())
+
+
 def build_app(variant: str) -> Any:
     """The Starlette app for ``variant``."""
     if variant == "raw":
@@ -451,6 +469,8 @@ def build_app(variant: str) -> Any:
         return _floor_models_app()
     if variant in ("llamon", "llamon-fail", "llamon-stream"):
         return _llamon_app(variant)
+    if variant == "llamon-unmapped":
+        return _llamon_unmapped_app()
     if variant in ("llamon-otel", "llamon-fail-otel"):
         install_otel_sdk()
         return _llamon_app(variant.removesuffix("-otel"))

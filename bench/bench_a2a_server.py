@@ -11,6 +11,9 @@ What is measured (``bench/README.md`` says how to read the output):
 2. The failure path: ``llamon-fail`` (the agent raises ``ComponentInvokeError("down")``,
    answered as a failed task with text + data parts) vs the ``raw`` success path.
    Target: >= 0.90 x raw throughput.
+   ``llamon-unmapped`` (the agent raises an unmapped ``RuntimeError``: a failed task with an
+   incident id, and the ERROR incident line with its scrubbed traceback) vs the ``llamon``
+   success path. Target: >= 0.90 x llamon throughput.
 3. ``message/stream`` time to the first SSE event and to the first artifact chunk:
    ``llamon-stream`` vs ``raw-stream``.
 4. The floor: ``floor`` is a bare Starlette JSON-RPC endpoint (no a2a-sdk, no llamon) on
@@ -76,6 +79,7 @@ VARIANTS = {
     "raw": Variant("raw", "send", '"state":"completed"'),
     "llamon": Variant("llamon", "send", '"state":"completed"'),
     "llamon-fail": Variant("llamon-fail", "send", '"state":"failed"'),
+    "llamon-unmapped": Variant("llamon-unmapped", "send", '"state":"failed"'),
     "raw-stream": Variant("raw-stream", "stream", '"state":"completed"'),
     "llamon-stream": Variant("llamon-stream", "stream", '"state":"completed"'),
     "raw-working": Variant("raw-working", "send", '"state":"completed"'),  # diagnosis only
@@ -91,6 +95,7 @@ DEFAULT_VARIANTS = ("raw", "llamon", "llamon-fail", "floor", "raw-stream", "llam
 RATIOS: tuple[tuple[str, str, str, float | None], ...] = (
     ("send:   llamon / raw", "llamon", "raw", SEND_TARGET),
     ("fail:   llamon-fail / raw success", "llamon-fail", "raw", FAIL_TARGET),
+    ("unmapped: llamon-unmapped / llamon", "llamon-unmapped", "llamon", FAIL_TARGET),
     ("stream: llamon / raw (streams/s)", "llamon-stream", "raw-stream", None),
     ("diag:   raw-working / raw", "raw-working", "raw", None),
     ("diag:   llamon / raw-working", "llamon", "raw-working", None),

@@ -18,6 +18,7 @@ from llamon_agent.core.cause import (
     MAX_CAUSE_DEPTH,
     CarriesCause,
     CauseHop,
+    _carries_cause,
     cause_chain,
     cause_hops_of,
     normalize_cause,
@@ -351,3 +352,35 @@ def test_the_failure_record_keeps_the_same_chain_as_evidence() -> None:
     assert "ocr.example.com" not in shown
     assert "s3cr3t" not in shown
     assert "dropped_keys" not in from_data["evidence"]  # type: ignore[operator]
+
+
+class _WithHops(Exception):
+    @property
+    def cause_hops(self) -> list[dict[str, object]]:
+        return []
+
+
+class _Derived(Exception, CarriesCause):
+    @property
+    def cause_hops(self) -> list[dict[str, object]]:
+        return [{"agent": "b"}]
+
+
+class _Registered(Exception):
+    pass
+
+
+class _HopsMissing(Exception):
+    @property
+    def cause_hops(self) -> list[dict[str, object]]:
+        raise AttributeError("cause_hops")
+
+
+CarriesCause.register(_Registered)
+
+
+@pytest.mark.parametrize(
+    "exc", [RuntimeError("x"), _WithHops(), _Derived(), _Registered(), _HopsMissing()]
+)
+def test_carrying_a_cause_is_the_protocol_check(exc: BaseException) -> None:
+    assert _carries_cause(exc) == isinstance(exc, CarriesCause)

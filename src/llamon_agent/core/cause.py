@@ -16,9 +16,11 @@ out, a hop with nothing valid is dropped; reading a chain never raises.
 
 from __future__ import annotations
 
+import abc
 import logging
+import sys
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Final, Protocol, runtime_checkable
+from typing import Final, Protocol, TypeGuard, runtime_checkable
 
 from llamon_agent.core.error_data import MAX_CAUSE_DEPTH, CauseHop, normalize_cause
 
@@ -53,6 +55,18 @@ class CarriesCause(Protocol):
         ...
 
 
+def _carries_cause(candidate: BaseException) -> TypeGuard[CarriesCause]:
+    """``isinstance(candidate, CarriesCause)``. On Python 3.11 that check lists the
+    protocol's members anew at every call; its two steps are taken here directly: the
+    attribute is there (the property runs, as in the check), else the class derives from
+    the protocol or was registered (``ABCMeta``'s cached answer)."""
+    if sys.version_info >= (3, 12):
+        return isinstance(candidate, CarriesCause)
+    return hasattr(candidate, "cause_hops") or abc.ABCMeta.__instancecheck__(
+        CarriesCause, candidate
+    )
+
+
 def _candidates(exc: BaseException, also: BaseException | None) -> Iterator[BaseException]:
     """``exc`` and its explicit ``__cause__`` chain, then ``also``'s (no repeats)."""
     seen: set[int] = set()
@@ -79,7 +93,7 @@ def cause_hops_of(
     """
     for candidate in _candidates(exc, also):
         try:  # on Python 3.11 the isinstance check itself runs the property
-            if not isinstance(candidate, CarriesCause):
+            if not _carries_cause(candidate):
                 continue
             hops = candidate.cause_hops
         except Exception:

@@ -13,7 +13,9 @@ A record keeps its shape, so other libraries' formatters still work (uvicorn's a
 formatter unpacks its five arguments): a record with nothing to scrub is left untouched;
 otherwise each argument is scrubbed in place (``args`` stays a tuple of the same length,
 numbers stay numbers) and, only when a secret spans arguments or sits in the format string,
-the message becomes the scrubbed text with ``args = ()``. A traceback becomes its scrubbed
+the message becomes the scrubbed text with ``args = ()``. A message built only from
+scrubbed text (``core.scrub.ScrubbedText``, without arguments: the incident line) is not
+scrubbed again. A traceback becomes its scrubbed
 text in ``exc_text`` (``exc_info`` is dropped), which every ``logging.Formatter`` prints.
 
 ``TextLogFormatter`` and ``JsonLogFormatter`` are what ``llamon serve --log-format`` uses:
@@ -33,7 +35,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from llamon_agent.core.failures import FailureRecord
-from llamon_agent.core.scrub import scrub_text
+from llamon_agent.core.scrub import ScrubbedText, scrub_text
 from llamon_agent.core.settings import scrub_logs_enabled
 
 __all__ = [
@@ -120,8 +122,11 @@ def _scrub_arg(value: object) -> object:
 def _scrub_message(record: logging.LogRecord) -> None:
     """Scrub ``msg % args`` keeping the record's shape: ``args`` stays a tuple (or mapping)
     of the same length, each argument scrubbed, when that yields a clean message; a record
-    with nothing to scrub is left untouched."""
+    with nothing to scrub is left untouched, and so is a message already scrubbed
+    (``ScrubbedText``, no arguments)."""
     if not record.args:
+        if isinstance(record.msg, ScrubbedText):
+            return
         text = str(record.msg)
         clean = scrub_text(text, max_length=_MAX_LINE)
         if clean != text:

@@ -817,6 +817,15 @@ def _scrub_cached(text: str) -> str:
     return _scrub_full(text)
 
 
+class ScrubbedText(str):
+    """A ``str`` built only from what ``scrub_text`` returned and text of our own making
+    (ids, type names already scrubbed). A log record whose message is one, without
+    arguments, is not scrubbed a second time when it is created (``core.logs``): wrap
+    only text whose every part went through ``scrub_text``."""
+
+    __slots__ = ()
+
+
 def scrub_text(text: str, *, max_length: int = 2000) -> str:
     """Return ``text`` with every credential and piece of personal data replaced.
 
