@@ -365,25 +365,32 @@ def isolated_cost(
 async def in_situ_pieces(
     client: Client, tool: MCPTool, iterations: int, rng: random.Random, case: Case
 ) -> dict[str, float] | None:
-    """Median seconds of the normalizer's two pieces of work, each timed right after a
-    real raw call (so with the caches as the mcp call leaves them, unlike a tight loop):
-    the argument check (``mcp.arguments.check_arguments``) and the success output
-    (``normalizer._success_output``, a private helper: skipped if it is gone)."""
+    """Median seconds of the normalizer's pieces of work, each timed right after a real
+    raw call (so with the caches as the mcp call leaves them, unlike a tight loop): the
+    full argument walk (``mcp.arguments.check_arguments``), the tool's own argument check
+    (``MCPTool._arguments_problem``, remembered per shape of arguments, when the tree has
+    it) and the success output (``normalizer._success_output``). Private helpers: a piece
+    whose helper is gone is skipped (``None`` if the success output is)."""
     try:
         from llamon_agent.mcp.normalizer import _success_output
     except ImportError:
         return None
     from llamon_agent.mcp import check_arguments
 
-    pieces: dict[str, list[float]] = {"check_arguments": [], "_success_output": []}
+    remembered = getattr(tool, "_arguments_problem", None)
+    work: dict[str, Callable[[CallToolResult], object]] = {
+        "check_arguments": lambda _: check_arguments(tool.parameters, case.arguments),
+        "_success_output": _success_output,
+    }
+    if remembered is not None:
+        work["_arguments_problem"] = lambda _: remembered(case.arguments)
+    pieces: dict[str, list[float]] = {name: [] for name in work}
     for _ in range(iterations):
-        for piece in rng.sample(list(pieces), 2):
+        for piece in rng.sample(list(pieces), len(pieces)):
             result = await client.call_tool(case.tool, case.arguments)
+            do = work[piece]
             start = time.perf_counter()
-            if piece == "check_arguments":
-                check_arguments(tool.parameters, case.arguments)
-            else:
-                _success_output(result)
+            do(result)
             pieces[piece].append(time.perf_counter() - start)
     return {name: median(values) for name, values in pieces.items()}
 

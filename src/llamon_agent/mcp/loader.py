@@ -30,6 +30,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from types import TracebackType
 from typing import Any, Final, TypeAlias
 from urllib.parse import urlsplit
@@ -284,10 +285,7 @@ class MCPSession:
         return [t for t in tools if include is None or t.name in include]
 
     def _caller(self, remote_name: str) -> ToolCaller:
-        async def call(arguments: dict[str, Any]) -> CallToolResult:
-            return await self.call_tool(remote_name, arguments)
-
-        return call
+        return partial(self.call_tool, remote_name)  # no coroutine of its own
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
         """Call tool ``name`` (the server's name) once, raw: no normalization.
@@ -304,26 +302,30 @@ class MCPSession:
             if owner is None:
                 raise ValueError(f"no MCP server of this session offers a tool {name!r}")
             return await owner.call_tool(name, arguments)
-        try:
-            return await self._call_once(name, arguments)
-        except MCPError as exc:
-            if not is_session_lost(exc):
-                raise
-            logger.info("MCP session with %s was lost; reconnecting once", self.loader.label)
-            if observed():
-                metadata = {"failure_reason": "session_lost", "retryable": True}
-                emit("mcp.reconnect", Stage.MCP_CALL, tool=name, metadata=metadata)
-            return await self._call_once(name, arguments)
-
-    async def _call_once(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
-        connection, client = await self._client()
-        try:
-            return await client.call_tool(name, arguments)
-        except Exception as exc:
-            found = classify_exception(exc)
-            if found.code is ErrorCode.UPSTREAM_UNAVAILABLE and found.retriable:
-                connection.stale = True
-            raise
+        # one coroutine down to the client's call (each frame between the loop and the
+        # remote call is resumed every time the call wakes up); a lost session: once more
+        retried = False
+        while True:
+            try:
+                current = self._connection
+                client = current.client if current is not None and not self._closed else None
+                if current is None or client is None or not current.usable:
+                    current, client = await self._client()
+                try:
+                    return await client.call_tool(name, arguments)
+                except Exception as exc:
+                    found = classify_exception(exc)
+                    if found.code is ErrorCode.UPSTREAM_UNAVAILABLE and found.retriable:
+                        current.stale = True
+                    raise
+            except MCPError as exc:
+                if retried or not is_session_lost(exc):
+                    raise
+                retried = True
+                logger.info("MCP session with %s was lost; reconnecting once", self.loader.label)
+                if observed():
+                    metadata = {"failure_reason": "session_lost", "retryable": True}
+                    emit("mcp.reconnect", Stage.MCP_CALL, tool=name, metadata=metadata)
 
     async def _client(self) -> tuple[_Connection, Client]:
         async with self._lock:
