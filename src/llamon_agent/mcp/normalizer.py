@@ -143,6 +143,27 @@ class McpToolOutput:
         return ToolResult.ok(self.structured if self.structured is not None else self.text)
 
 
+def _slot_setter(name: str) -> Callable[[McpToolOutput, object], None]:
+    setter: Callable[[McpToolOutput, object], None] = getattr(McpToolOutput, name).__set__
+    return setter
+
+
+_set_text, _set_is_error, _set_structured, _set_reason = (
+    _slot_setter(name) for name in ("text", "is_error", "structured", "reason")
+)
+
+
+def _ok_output(text: str, structured: Any) -> McpToolOutput:
+    """``McpToolOutput(text=text, structured=structured)`` filled slot by slot (the
+    frozen class's ``__init__`` costs more than the rest of a success)."""
+    output: McpToolOutput = object.__new__(McpToolOutput)
+    _set_text(output, text)
+    _set_is_error(output, False)
+    _set_structured(output, structured)
+    _set_reason(output, None)
+    return output
+
+
 class RequestBudget:
     """Transport failures per tool within one request (reset every request).
 
@@ -223,11 +244,7 @@ def _block_text(block: ContentBlock) -> str:
 
 
 def _result_text(result: CallToolResult) -> str:
-    content = result.content
-    if len(content) == 1:  # the common answer: one block
-        block = content[0]
-        return block.text if type(block) is TextContent else _block_text(block)
-    return "\n".join([_block_text(block) for block in content])
+    return "\n".join([_block_text(block) for block in result.content])
 
 
 def _error_output(name: str, result: CallToolResult) -> McpToolOutput:
@@ -241,11 +258,15 @@ def _error_output(name: str, result: CallToolResult) -> McpToolOutput:
 
 
 def _success_output(result: CallToolResult) -> McpToolOutput:
-    text = _result_text(result)
+    content = result.content
+    if len(content) == 1 and type(content[0]) is TextContent:  # the common answer
+        text = content[0].text
+    else:
+        text = _result_text(result)
     structured = result.structured_content
     if not text and structured is not None:
         text = json.dumps(structured, ensure_ascii=False, default=str)
-    return McpToolOutput(text=text, structured=structured)
+    return _ok_output(text, structured)
 
 
 @dataclass(eq=False, slots=True)
@@ -302,12 +323,13 @@ class MCPTool:
             kind = type(value)
             if kind not in _PLAIN_TYPES or type(key) is not str:
                 return first_schema_problem(schema, arguments)
+            # 3.0 is an integer to JSON Schema, 3.5 is not
             shape.append((key, value.is_integer() if kind is float else kind))
+        signature = tuple(shape)
         verdicts = self._verdicts
         if self._verdicts_schema is not schema:  # new parameters: forget the old answers
             verdicts.clear()
             self._verdicts_schema = schema
-        signature = tuple(shape)
         try:
             return verdicts[signature]
         except KeyError:

@@ -1,16 +1,19 @@
-"""An MCP tool remembers its argument check per shape of arguments: same answers as the
-walker for every shape, the schema's replacement honoured."""
+"""The normalizer's fast paths give what the plain ones give: the argument check
+remembered per shape of arguments (the walker's answer for every shape, a replaced schema
+honoured) and the success output of one text block."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 from typing import Any
 
+import pytest
 from mcp.types import CallToolResult, TextContent, Tool
 
 from llamon_agent.loop.validation import first_schema_problem
-from llamon_agent.mcp import RequestBudget, wrap_tool_output_normalizer
+from llamon_agent.mcp import McpToolOutput, RequestBudget, wrap_tool_output_normalizer
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -62,3 +65,22 @@ def test_new_parameters_are_checked_anew() -> None:
     tool.parameters = {"type": "object", "required": ["isbn"]}
     output = asyncio.run(tool.call(arguments))
     assert (output.text, output.reason) == ("Missing required argument: isbn", "invalid_arguments")
+
+
+def test_a_success_is_the_frozen_output_of_its_text_and_structure() -> None:
+    result = CallToolResult(
+        content=[TextContent(type="text", text="5")], structured_content={"result": 5}
+    )
+
+    async def five(arguments: dict[str, Any]) -> CallToolResult:
+        return result
+
+    tool = wrap_tool_output_normalizer(
+        Tool(name="t", input_schema={}), five, budget=RequestBudget()
+    )
+    output = asyncio.run(tool.call({}))
+    assert output == McpToolOutput(text="5", structured={"result": 5})
+    assert (output.is_error, output.reason) == (False, None)
+    assert repr(output) == repr(McpToolOutput(text="5", structured={"result": 5}))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        output.text = "6"  # type: ignore[misc]
