@@ -1,6 +1,6 @@
 """MCP benchmark: the output normalizer's overhead on a tool call against mcp's raw call.
 
-    python bench/bench_mcp.py            # the real figures (~1.5 minutes on 2 cores)
+    python bench/bench_mcp.py            # the real figures (~2 minutes on 2 cores)
     python bench/bench_mcp.py --cases trivial --seconds 20
     python bench/bench_mcp.py --quick    # a short run: does the benchmark still work? (<15 s)
     python bench/bench_mcp.py --no-profile
@@ -467,7 +467,7 @@ async def run(args: argparse.Namespace, quick: bool, deadline: Deadline) -> None
     batch = args.batch or (20 if quick else 50)
     max_rounds = args.rounds or (6 if quick else 2000)
     min_rounds = min(max_rounds, 3 if quick else 20)
-    budget = args.seconds if args.seconds is not None else (4.0 if quick else 40.0)
+    budget = args.seconds if args.seconds is not None else (4.0 if quick else 30.0)
     headlines: dict[str, float] = {}
     for label in args.cases:
         case = CASES[label]
@@ -540,7 +540,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=None, help="max benchmark rounds")
     parser.add_argument("--seconds", type=float, default=None, help="time budget of the rounds")
     parser.add_argument("--no-profile", action="store_true", help="skip the cProfile")
-    parser.add_argument("--max-seconds", type=float, default=150.0, help="hard stop of the run")
+    parser.add_argument("--max-seconds", type=float, default=240.0, help="hard stop of the run")
     parser.add_argument(
         "--cases", nargs="+", choices=list(CASES), default=list(CASES), help="tools to call"
     )
