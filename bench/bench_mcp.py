@@ -48,6 +48,12 @@ raw call, where they run slower than in a tight loop (colder caches). Finally a 
 ``normalized`` and ``raw`` calls attributes ``llamon_agent``'s own time per call, by
 module and function (the hot spot if the target is missed).
 
+First (``--requests N``, default 200; 0 skips it), whole requests over streamable HTTP
+(the bookshop served by uvicorn in this loop): open a session (connect, list the tools),
+one ``search_books`` call, close; a loader of its own per request against one sharing an
+``MCPConnectionPool`` (the connection and the tool list kept across requests), in a fresh
+random order per iteration: ms per request and the pooled one against the other.
+
 The outputs are checked once before timing (the normalized text and structured content
 equal the raw result's), so the bench breaks if the semantics change.
 """
@@ -56,18 +62,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import gc
 import io
 import json
+import logging
 import os
 import platform
 import pstats
 import random
+import socket
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import version as package_version
 from typing import Any
@@ -79,6 +88,7 @@ try:
 
     import mcp
     from llamon_agent.mcp import (
+        MCPConnectionPool,
         MCPSession,
         MCPTool,
         MCPToolLoader,
@@ -460,6 +470,69 @@ async def run_profile(calls: dict[str, Call], count: int, top: int) -> None:
             print("   " + text.rstrip().replace(site + os.sep, "").replace(stdlib + os.sep, ""))
 
 
+# --------------------------------------------------------------------------- requests
+
+
+@contextlib.asynccontextmanager
+async def serving_http(server: Any) -> AsyncIterator[str]:
+    """``server`` over streamable HTTP on 127.0.0.1 (uvicorn in this loop); its URL."""
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    app = server.streamable_http_app(host="127.0.0.1")
+    http = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    task = asyncio.create_task(http.serve(sockets=[sock]))
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    finally:
+        http.should_exit = True
+        await asyncio.wait_for(task, timeout=10)
+        sock.close()
+
+
+async def run_requests(requests: int, deadline: Deadline) -> None:
+    """Whole requests over streamable HTTP: a session (connect, list the tools), one
+    ``search_books`` call, close; each loader's own connection against one kept by an
+    ``MCPConnectionPool``, interleaved in a fresh random order per iteration."""
+    for name in ("httpx", "httpx2", "mcp"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    case = CASES["bookshop"]
+    rng = random.Random(11)  # noqa: S311 - a fixed seed: the same orders every run
+    async with serving_http(case.build()) as url, MCPConnectionPool() as pool:
+        loaders = {"per-request": MCPToolLoader(url), "pooled": MCPToolLoader(url, pool=pool)}
+
+        async def request(loader: MCPToolLoader) -> None:
+            async with loader.session() as tools:
+                tool = next(t for t in tools if t.name == case.tool)
+                output = await tool.call(case.arguments)
+                assert output.structured == case.structured, output
+
+        for loader in loaders.values():  # warm-up (and the pool's connection)
+            await request(loader)
+        times: dict[str, list[float]] = {name: [] for name in loaders}
+        for _ in range(requests):
+            if deadline.passed():
+                break
+            for name in rng.sample(list(loaders), len(loaders)):
+                start = time.perf_counter()
+                await request(loaders[name])
+                times[name].append(time.perf_counter() - start)
+    base = median(times["per-request"])
+    print()
+    print(
+        f"ms per request over streamable HTTP (session + {case.tool} + close; "
+        f"{len(times['pooled'])} interleaved requests of each)"
+    )
+    for name, values in times.items():
+        lo, hi = quartiles(values)
+        print(
+            f"  {name:<12} {median(values) * 1e3:8.2f} ms  (p25-p75 {lo * 1e3:.2f}-{hi * 1e3:.2f})"
+            f"  {median(values) / base:6.3f}x per-request"
+        )
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -469,6 +542,8 @@ async def run(args: argparse.Namespace, quick: bool, deadline: Deadline) -> None
     min_rounds = min(max_rounds, 3 if quick else 20)
     budget = args.seconds if args.seconds is not None else (4.0 if quick else 30.0)
     headlines: dict[str, float] = {}
+    if args.requests:
+        await run_requests(args.requests, deadline)
     for label in args.cases:
         case = CASES[label]
         print(f"\n=== {case.label}: {case.tool}({json.dumps(case.arguments)})")
@@ -542,10 +617,18 @@ def main() -> None:
     parser.add_argument("--no-profile", action="store_true", help="skip the cProfile")
     parser.add_argument("--max-seconds", type=float, default=240.0, help="hard stop of the run")
     parser.add_argument(
+        "--requests",
+        type=int,
+        default=None,
+        help="whole requests over HTTP per arm, per-request vs pooled connection (0: skip)",
+    )
+    parser.add_argument(
         "--cases", nargs="+", choices=list(CASES), default=list(CASES), help="tools to call"
     )
     args = parser.parse_args()
     quick = args.quick
+    if args.requests is None:
+        args.requests = 20 if quick else 200
     deadline = Deadline(args.max_seconds)
     print(
         f"bench_mcp: python {platform.python_version()}, mcp {package_version('mcp')}, "
