@@ -161,3 +161,24 @@ async def test_a_broken_connection_is_reopened_and_budgets_stay_per_request(
             assert first.budget.failures("get_book") == 1
             await first.aclose()
     assert len(listings) == 2  # listed again over the new connection
+
+
+async def test_concurrent_requests_share_the_connection(
+    server: MCPServer, listings: list[str]
+) -> None:
+    async with serving(server) as http, MCPConnectionPool() as pool:
+        loader = MCPToolLoader(http.url, pool=pool)
+
+        async def request(index: int) -> tuple[str, object]:
+            session = loader.session()
+            async with session as tools:
+                output = await by_name(tools)["echo"].call({"text": str(index)})
+                return output.text, session._connection
+
+        answers = await asyncio.gather(*(request(index) for index in range(8)))
+        listed = len(listings)  # the first requests may each list (nothing kept yet)
+        later, connection = await request(8)
+    assert [text for text, _ in answers] == [str(index) for index in range(8)]
+    assert {id(connection) for _, connection in answers} == {id(connection)}
+    assert later == "8"
+    assert len(listings) == listed  # the kept list

@@ -424,7 +424,9 @@ class MCPConnectionPool:
     when the server announces a change (``notifications/tools/list_changed``, or a
     ``subscriptions/listen`` tool-list event on 2026-07-28 servers) and after a
     reconnect. Each session keeps its own failure budget. ``await pool.aclose()`` (or
-    ``async with pool``) closes every connection.
+    ``async with pool``) closes every connection. A pool belongs to one event loop. If the
+    server's change announcements cannot be followed (the listen stream is lost), the
+    list is listed again once and from then on only the TTL renews it.
     """
 
     def __init__(
