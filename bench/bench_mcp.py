@@ -1,21 +1,27 @@
 """MCP benchmark: the output normalizer's overhead on a tool call against mcp's raw call.
 
-    python bench/bench_mcp.py            # the real figures (~1.5 minutes on 2 cores)
+    python bench/bench_mcp.py            # the real figures (~2 minutes on 2 cores)
+    python bench/bench_mcp.py --cases trivial --seconds 20
     python bench/bench_mcp.py --quick    # a short run: does the benchmark still work? (<15 s)
     python bench/bench_mcp.py --no-profile
 
 Run from the repository root with the package importable, e.g.
 ``PYTHONPATH=src:. python bench/bench_mcp.py`` (``examples`` must be importable too).
-Everything stays in the process: the bookshop server of ``examples/bookshop_mcp_server.py``
-runs in-process (mcp 2.x's ``Client(server)`` memory transport).
+Everything stays in the process (mcp 2.x's ``Client(server)`` memory transport). Two
+tools, one after the other (``--cases`` picks some):
+
+* ``trivial``: ``add(a, b)``, an ``async`` tool of a one-tool ``MCPServer`` built here
+  (no worker thread: the call is almost all mcp's own path, so the normalizer shows most);
+* ``bookshop``: ``search_books({"query": "dune"})`` of ``examples/bookshop_mcp_server.py``
+  (a sync tool run in a worker thread, a structured list result: a realistic call).
 
 What is measured (every figure is a ratio against a named baseline, all in one run):
 
-One ``MCPToolLoader(build_server()).session()`` is opened: one ``mcp.Client``
-connection, the tools listed once. Four ways of calling ``search_books({"query": "dune"})``
-all go over that one client:
+Per tool, one ``MCPToolLoader(server).session()`` is opened: one ``mcp.Client``
+connection, the tools listed once. Four ways of calling the tool all go over that one
+client:
 
-* ``raw``: the baseline -- mcp's ``Client.call_tool("search_books", args)`` on the
+* ``raw``: the baseline -- mcp's ``Client.call_tool(name, args)`` on the
   session's own client (read from the session; nothing in ``src/`` is changed).
 * ``session``: ``MCPSession.call_tool`` -- the session's raw call (its lock, its
   reconnect and session-lost checks), no normalization.
@@ -32,7 +38,7 @@ the time budget or the round cap. Reported:
 µs per call of each (median), and each against ``raw``: the median over rounds of the
 per-round ratio of medians (with its interquartile range), the ratio of the pooled
 medians, and the median paired difference (same iteration) in µs. Target: normalized
-<= 1.05 x raw.
+<= 1.03 x raw for each tool.
 
 Then the normalizer is timed with no transport at all (its raw call returns a
 ``CallToolResult`` recorded from the server), against calling that stub directly: its
@@ -42,6 +48,12 @@ raw call, where they run slower than in a tight loop (colder caches). Finally a 
 ``normalized`` and ``raw`` calls attributes ``llamon_agent``'s own time per call, by
 module and function (the hot spot if the target is missed).
 
+First (``--requests N``, default 200; 0 skips it), whole requests over streamable HTTP
+(the bookshop served by uvicorn in this loop): open a session (connect, list the tools),
+one ``search_books`` call, close; a loader of its own per request against one sharing an
+``MCPConnectionPool`` (the connection and the tool list kept across requests), in a fresh
+random order per iteration: ms per request and the pooled one against the other.
+
 The outputs are checked once before timing (the normalized text and structured content
 equal the raw result's), so the bench breaks if the semantics change.
 """
@@ -50,28 +62,33 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import gc
 import io
 import json
+import logging
 import os
 import platform
 import pstats
 import random
+import socket
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import version as package_version
 from typing import Any
 
 try:
     from examples.bookshop_mcp_server import build_server
+    from mcp.server import MCPServer
     from mcp.types import CallToolResult, TextContent
 
     import mcp
     from llamon_agent.mcp import (
+        MCPConnectionPool,
         MCPSession,
         MCPTool,
         MCPToolLoader,
@@ -82,9 +99,42 @@ try:
 except ImportError as exc:  # pragma: no cover - a usage hint, not a code path
     sys.exit(f"bench_mcp: {exc}; run from the repository root with PYTHONPATH=src:.")
 
-TOOL = "search_books"
-ARGUMENTS: dict[str, Any] = {"query": "dune"}
-TARGET = 1.05
+TARGET = 1.03
+
+
+@dataclass(frozen=True)
+class Case:
+    """One tool to call: its server, name, arguments and the structured result it gives."""
+
+    label: str
+    build: Callable[[], Any]
+    tool: str
+    arguments: dict[str, Any]
+    structured: Any
+
+
+def build_trivial_server() -> MCPServer:
+    """An in-process server with one trivial ``async`` tool (no worker thread)."""
+    server = MCPServer("trivial")
+
+    @server.tool()
+    async def add(a: int, b: int = 1) -> int:
+        """Adds two integers."""
+        return a + b
+
+    return server
+
+
+CASES: dict[str, Case] = {
+    "trivial": Case("trivial", build_trivial_server, "add", {"a": 2, "b": 3}, {"result": 5}),
+    "bookshop": Case(
+        "bookshop",
+        build_server,
+        "search_books",
+        {"query": "dune"},
+        {"result": [{"title": "Dune", "author": "Frank Herbert"}]},
+    ),
+}
 VARIANTS = ("raw", "session", "normalizer", "normalized")
 BASELINE = "raw"
 SITE_PACKAGES = os.path.dirname(os.path.dirname(os.path.abspath(mcp.__file__)))
@@ -127,12 +177,13 @@ def session_client(session: MCPSession) -> Client:
     return client
 
 
-def make_calls(session: MCPSession, tools: list[MCPTool]) -> dict[str, Call]:
+def make_calls(session: MCPSession, tools: list[MCPTool], case: Case) -> dict[str, Call]:
     client = session_client(session)
-    tool = next(t for t in tools if t.name == TOOL)
+    tool = next(t for t in tools if t.name == case.tool)
+    name, arguments = case.tool, case.arguments
 
-    async def raw_call(arguments: dict[str, Any]) -> CallToolResult:
-        result: CallToolResult = await client.call_tool(TOOL, arguments)
+    async def raw_call(args: dict[str, Any]) -> CallToolResult:
+        result: CallToolResult = await client.call_tool(name, args)
         return result
 
     # the normalizer alone over the same raw call (the tool description the session got)
@@ -142,10 +193,10 @@ def make_calls(session: MCPSession, tools: list[MCPTool]) -> dict[str, Call]:
         budget=RequestBudget(),
     )
     return {
-        "raw": lambda: client.call_tool(TOOL, ARGUMENTS),
-        "session": lambda: session.call_tool(TOOL, ARGUMENTS),
-        "normalizer": lambda: bare.call(ARGUMENTS),
-        "normalized": lambda: tool.call(ARGUMENTS),
+        "raw": lambda: client.call_tool(name, arguments),
+        "session": lambda: session.call_tool(name, arguments),
+        "normalizer": lambda: bare.call(arguments),
+        "normalized": lambda: tool.call(arguments),
     }
 
 
@@ -163,12 +214,10 @@ def raw_text(result: CallToolResult) -> str:
     return "\n".join(b.text for b in result.content if isinstance(b, TextContent))
 
 
-async def check(calls: dict[str, Call]) -> CallToolResult:
+async def check(calls: dict[str, Call], case: Case) -> CallToolResult:
     raw: CallToolResult = await calls["raw"]()
     assert not raw.is_error, raw
-    assert raw.structured_content == {"result": [{"title": "Dune", "author": "Frank Herbert"}]}, (
-        raw.structured_content
-    )
+    assert raw.structured_content == case.structured, raw.structured_content
     session = await calls["session"]()
     assert session.structured_content == raw.structured_content
     for name in ("normalizer", "normalized"):
@@ -238,13 +287,14 @@ async def measure(
     return samples
 
 
-def print_table(samples: Samples, batch: int) -> float:
+def print_table(samples: Samples, batch: int, case: Case) -> float:
     """Print the table; return the headline ratio (normalized / raw)."""
     calls = samples.calls
     raw = median(calls[BASELINE])
     print()
     print(
-        f"µs per {TOOL} call over one in-process mcp.Client ({samples.rounds} rounds x "
+        f"µs per {case.tool} call ({case.label}) over one in-process mcp.Client "
+        f"({samples.rounds} rounds x "
         f"{batch} interleaved calls of each kind; baseline: raw Client.call_tool; "
         f"target normalized <= {TARGET:.2f}x)"
     )
@@ -285,7 +335,9 @@ def print_table(samples: Samples, batch: int) -> float:
 # --------------------------------------------------------------------------- isolated
 
 
-def isolated_cost(recorded: CallToolResult, real: MCPTool, calls: int) -> tuple[float, float]:
+def isolated_cost(
+    recorded: CallToolResult, real: MCPTool, calls: int, case: Case
+) -> tuple[float, float]:
     """(stub call, normalizer over the stub): seconds per call, no transport at all.
 
     The normalizer gets the real tool's description (its input schema as the server
@@ -306,11 +358,11 @@ def isolated_cost(recorded: CallToolResult, real: MCPTool, calls: int) -> tuple[
         for _ in range(7):  # best of 7 interleaved repeats
             start = time.perf_counter()
             for _ in range(calls):
-                await stub(ARGUMENTS)
+                await stub(case.arguments)
             best_stub = min(best_stub, (time.perf_counter() - start) / calls)
             start = time.perf_counter()
             for _ in range(calls):
-                await tool.call(ARGUMENTS)
+                await tool.call(case.arguments)
             best_norm = min(best_norm, (time.perf_counter() - start) / calls)
         return best_stub, best_norm
 
@@ -321,27 +373,34 @@ def isolated_cost(recorded: CallToolResult, real: MCPTool, calls: int) -> tuple[
 
 
 async def in_situ_pieces(
-    client: Client, tool: MCPTool, iterations: int, rng: random.Random
+    client: Client, tool: MCPTool, iterations: int, rng: random.Random, case: Case
 ) -> dict[str, float] | None:
-    """Median seconds of the normalizer's two pieces of work, each timed right after a
-    real raw call (so with the caches as the mcp call leaves them, unlike a tight loop):
-    the argument check (``mcp.arguments.check_arguments``) and the success output
-    (``normalizer._success_output``, a private helper: skipped if it is gone)."""
+    """Median seconds of the normalizer's pieces of work, each timed right after a real
+    raw call (so with the caches as the mcp call leaves them, unlike a tight loop): the
+    full argument walk (``mcp.arguments.check_arguments``), the tool's own argument check
+    (``MCPTool._arguments_problem``, remembered per shape of arguments, when the tree has
+    it) and the success output (``normalizer._success_output``). Private helpers: a piece
+    whose helper is gone is skipped (``None`` if the success output is)."""
     try:
         from llamon_agent.mcp.normalizer import _success_output
     except ImportError:
         return None
     from llamon_agent.mcp import check_arguments
 
-    pieces: dict[str, list[float]] = {"check_arguments": [], "_success_output": []}
+    remembered = getattr(tool, "_arguments_problem", None)
+    work: dict[str, Callable[[CallToolResult], object]] = {
+        "check_arguments": lambda _: check_arguments(tool.parameters, case.arguments),
+        "_success_output": _success_output,
+    }
+    if remembered is not None:
+        work["_arguments_problem"] = lambda _: remembered(case.arguments)
+    pieces: dict[str, list[float]] = {name: [] for name in work}
     for _ in range(iterations):
-        for piece in rng.sample(list(pieces), 2):
-            result = await client.call_tool(TOOL, ARGUMENTS)
+        for piece in rng.sample(list(pieces), len(pieces)):
+            result = await client.call_tool(case.tool, case.arguments)
+            do = work[piece]
             start = time.perf_counter()
-            if piece == "check_arguments":
-                check_arguments(tool.parameters, ARGUMENTS)
-            else:
-                _success_output(result)
+            do(result)
             pieces[piece].append(time.perf_counter() - start)
     return {name: median(values) for name, values in pieces.items()}
 
@@ -411,6 +470,69 @@ async def run_profile(calls: dict[str, Call], count: int, top: int) -> None:
             print("   " + text.rstrip().replace(site + os.sep, "").replace(stdlib + os.sep, ""))
 
 
+# --------------------------------------------------------------------------- requests
+
+
+@contextlib.asynccontextmanager
+async def serving_http(server: Any) -> AsyncIterator[str]:
+    """``server`` over streamable HTTP on 127.0.0.1 (uvicorn in this loop); its URL."""
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    app = server.streamable_http_app(host="127.0.0.1")
+    http = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    task = asyncio.create_task(http.serve(sockets=[sock]))
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    finally:
+        http.should_exit = True
+        await asyncio.wait_for(task, timeout=10)
+        sock.close()
+
+
+async def run_requests(requests: int, deadline: Deadline) -> None:
+    """Whole requests over streamable HTTP: a session (connect, list the tools), one
+    ``search_books`` call, close; each loader's own connection against one kept by an
+    ``MCPConnectionPool``, interleaved in a fresh random order per iteration."""
+    for name in ("httpx", "httpx2", "mcp"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    case = CASES["bookshop"]
+    rng = random.Random(11)  # noqa: S311 - a fixed seed: the same orders every run
+    async with serving_http(case.build()) as url, MCPConnectionPool() as pool:
+        loaders = {"per-request": MCPToolLoader(url), "pooled": MCPToolLoader(url, pool=pool)}
+
+        async def request(loader: MCPToolLoader) -> None:
+            async with loader.session() as tools:
+                tool = next(t for t in tools if t.name == case.tool)
+                output = await tool.call(case.arguments)
+                assert output.structured == case.structured, output
+
+        for loader in loaders.values():  # warm-up (and the pool's connection)
+            await request(loader)
+        times: dict[str, list[float]] = {name: [] for name in loaders}
+        for _ in range(requests):
+            if deadline.passed():
+                break
+            for name in rng.sample(list(loaders), len(loaders)):
+                start = time.perf_counter()
+                await request(loaders[name])
+                times[name].append(time.perf_counter() - start)
+    base = median(times["per-request"])
+    print()
+    print(
+        f"ms per request over streamable HTTP (session + {case.tool} + close; "
+        f"{len(times['pooled'])} interleaved requests of each)"
+    )
+    for name, values in times.items():
+        lo, hi = quartiles(values)
+        print(
+            f"  {name:<12} {median(values) * 1e3:8.2f} ms  (p25-p75 {lo * 1e3:.2f}-{hi * 1e3:.2f})"
+            f"  {median(values) / base:6.3f}x per-request"
+        )
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -418,17 +540,44 @@ async def run(args: argparse.Namespace, quick: bool, deadline: Deadline) -> None
     batch = args.batch or (20 if quick else 50)
     max_rounds = args.rounds or (6 if quick else 2000)
     min_rounds = min(max_rounds, 3 if quick else 20)
-    budget = args.seconds if args.seconds is not None else (4.0 if quick else 85.0)
-    session = MCPToolLoader(build_server()).session()
+    budget = args.seconds if args.seconds is not None else (4.0 if quick else 30.0)
+    headlines: dict[str, float] = {}
+    if args.requests:
+        await run_requests(args.requests, deadline)
+    for label in args.cases:
+        case = CASES[label]
+        print(f"\n=== {case.label}: {case.tool}({json.dumps(case.arguments)})")
+        headlines[label] = await run_case(
+            case, args, quick, deadline, batch, max_rounds, min_rounds, budget
+        )
+    print()
+    for label, headline in headlines.items():
+        print(
+            f"headline {label}: normalized / raw = {headline:.3f}x (target <= {TARGET:.2f}x): "
+            f"{'met' if headline <= TARGET else 'MISSED'}"
+        )
+
+
+async def run_case(
+    case: Case,
+    args: argparse.Namespace,
+    quick: bool,
+    deadline: Deadline,
+    batch: int,
+    max_rounds: int,
+    min_rounds: int,
+    budget: float,
+) -> float:
+    session = MCPToolLoader(case.build()).session()
     async with session as tools:
-        calls = make_calls(session, tools)
-        recorded = await check(calls)
+        calls = make_calls(session, tools, case)
+        recorded = await check(calls, case)
         samples = await measure(calls, batch, max_rounds, min_rounds, budget, deadline)
-        headline = print_table(samples, batch)
+        headline = print_table(samples, batch, case)
         raw = median(samples.calls[BASELINE])
-        real = next(t for t in tools if t.name == TOOL)
+        real = next(t for t in tools if t.name == case.tool)
         stub, normalizer = await asyncio.to_thread(
-            isolated_cost, recorded, real, 2000 if quick else 20000
+            isolated_cost, recorded, real, 2000 if quick else 20000, case
         )
         own = normalizer - stub
         print()
@@ -443,6 +592,7 @@ async def run(args: argparse.Namespace, quick: bool, deadline: Deadline) -> None
             real,
             300 if quick else 2000,
             random.Random(7),  # noqa: S311
+            case,
         )
         if pieces is not None:
             shown = ", ".join(
@@ -453,12 +603,9 @@ async def run(args: argparse.Namespace, quick: bool, deadline: Deadline) -> None
                 f"the same pieces in situ (each timed right after a real raw call, caches as "
                 f"mcp leaves them; median): {shown}"
             )
-        print(
-            f"headline: normalized / raw = {headline:.3f}x (target <= {TARGET:.2f}x): "
-            f"{'met' if headline <= TARGET else 'MISSED'}"
-        )
         if not args.no_profile and not deadline.passed():
             await run_profile(calls, 300 if quick else 3000, 8 if quick else 15)
+    return headline
 
 
 def main() -> None:
@@ -468,9 +615,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=None, help="max benchmark rounds")
     parser.add_argument("--seconds", type=float, default=None, help="time budget of the rounds")
     parser.add_argument("--no-profile", action="store_true", help="skip the cProfile")
-    parser.add_argument("--max-seconds", type=float, default=150.0, help="hard stop of the run")
+    parser.add_argument("--max-seconds", type=float, default=240.0, help="hard stop of the run")
+    parser.add_argument(
+        "--requests",
+        type=int,
+        default=None,
+        help="whole requests over HTTP per arm, per-request vs pooled connection (0: skip)",
+    )
+    parser.add_argument(
+        "--cases", nargs="+", choices=list(CASES), default=list(CASES), help="tools to call"
+    )
     args = parser.parse_args()
     quick = args.quick
+    if args.requests is None:
+        args.requests = 20 if quick else 200
     deadline = Deadline(args.max_seconds)
     print(
         f"bench_mcp: python {platform.python_version()}, mcp {package_version('mcp')}, "

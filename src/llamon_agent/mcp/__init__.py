@@ -5,7 +5,8 @@ mcp 2.x's ``Client`` and lists its tools (``MCPToolLoader()``: the servers of an
 ``mcp.json``, see ``llamon_agent.mcp.config``); each tool is wrapped by
 ``wrap_tool_output_normalizer`` so argument mistakes, tool errors and crashes reach the
 model as observations, transport failures are counted per tool per request (the 3rd
-escalates), and a server's JSON-RPC refusal (``MCPError``) escalates at once. See
+escalates), and a server's JSON-RPC refusal (``MCPError``) escalates at once.
+``MCPConnectionPool`` keeps connections and tool lists across requests. See
 ``docs/mcp.md`` for the table and a guide for tool authors.
 """
 
@@ -38,7 +39,12 @@ if TYPE_CHECKING:
         MCPToolTimeoutError,
         MCPToolUnavailableError,
     )
-    from llamon_agent.mcp.loader import MCPSession, MCPToolLoader, ServerTarget
+    from llamon_agent.mcp.loader import (
+        MCPConnectionPool,
+        MCPSession,
+        MCPToolLoader,
+        ServerTarget,
+    )
     from llamon_agent.mcp.normalizer import (
         DEFAULT_MAX_TRANSPORT_FAILURES,
         MCPTool,
@@ -59,6 +65,7 @@ __all__ = [
     "MCP_CONFIG_FILENAME",
     "MCPConfig",
     "MCPConfigError",
+    "MCPConnectionPool",
     "MCPLoadError",
     "MCPProtocolError",
     "MCPServerConfig",
@@ -100,7 +107,10 @@ _HOMES: dict[str, str] = {
         ("MCPLoadError", "MCPProtocolError", "MCPToolTimeoutError", "MCPToolUnavailableError"),
         "llamon_agent.mcp.errors",
     ),
-    **dict.fromkeys(("MCPSession", "MCPToolLoader", "ServerTarget"), "llamon_agent.mcp.loader"),
+    **dict.fromkeys(
+        ("MCPConnectionPool", "MCPSession", "MCPToolLoader", "ServerTarget"),
+        "llamon_agent.mcp.loader",
+    ),
     **dict.fromkeys(
         (
             "DEFAULT_MAX_TRANSPORT_FAILURES",

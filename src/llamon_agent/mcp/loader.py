@@ -28,8 +28,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from types import TracebackType
 from typing import Any, Final, TypeAlias
 from urllib.parse import urlsplit
@@ -52,14 +54,15 @@ from llamon_agent.mcp.transport import is_session_lost
 with requires_extra("mcp", "llamon_agent.mcp"):
     from mcp.client._transport import Transport, TransportStreams
     from mcp.client.client import Client
+    from mcp.client.session import IncomingMessage
     from mcp.client.stdio import StdioServerParameters
     from mcp.client.streamable_http import streamable_http_client
     from mcp.server import MCPServer, Server
     from mcp.shared._httpx_utils import create_mcp_http_client
     from mcp.shared.exceptions import MCPError
-    from mcp.types import CONNECTION_CLOSED, CallToolResult, Tool
+    from mcp.types import CONNECTION_CLOSED, CallToolResult, Tool, ToolListChangedNotification
 
-__all__ = ["MCPSession", "MCPToolLoader", "ServerTarget"]
+__all__ = ["MCPConnectionPool", "MCPSession", "MCPToolLoader", "ServerTarget"]
 
 logger = logging.getLogger("llamon_agent.mcp")
 
@@ -109,8 +112,11 @@ class _Connection:
     from the request. Calls from any task go through ``client``.
     """
 
-    def __init__(self, loader: MCPToolLoader) -> None:
+    def __init__(
+        self, loader: MCPToolLoader, on_tools_changed: Callable[[], None] | None = None
+    ) -> None:
         self._loader = loader
+        self._on_tools_changed = on_tools_changed
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -124,16 +130,43 @@ class _Connection:
         return self.client is not None and not self.stale and task is not None and not task.done()
 
     async def _run(self) -> None:
+        watcher: asyncio.Task[None] | None = None
         try:
-            async with self._loader._make_client() as client:
+            async with self._loader._make_client(self._notified) as client:
                 self.client = client
                 self._ready.set()
+                if self._on_tools_changed is not None:
+                    watcher = asyncio.create_task(self._watch(client))
                 await self._stop.wait()
+                if watcher is not None:  # end the listen stream before the client
+                    watcher.cancel()
+                    await asyncio.wait({watcher}, timeout=_CLOSE_TIMEOUT)
         except Exception as exc:  # the transport died or never came up; callers see it
             self.error = exc
             logger.debug("MCP connection to %s ended: %r", self._loader.label, exc)
         finally:
             self.client = None
+            if watcher is not None:
+                watcher.cancel()
+
+    async def _notified(self, message: IncomingMessage) -> None:
+        """A server's ``notifications/tools/list_changed`` (servers before 2026-07-28)."""
+        if isinstance(message, ToolListChangedNotification) and self._on_tools_changed:
+            self._on_tools_changed()
+
+    async def _watch(self, client: Client) -> None:
+        """Listen for tool-list changes (2026-07-28 servers: ``subscriptions/listen``);
+        older servers send ``notifications/tools/list_changed`` to ``_notified``."""
+        callback = self._on_tools_changed
+        try:
+            async with client.listen(tools_list_changed=True) as events:
+                async for _ in events:
+                    if callback is not None:
+                        callback()
+        except Exception as exc:  # no listen (an older server) or the stream was lost
+            logger.debug("MCP tool-list listen on %s ended: %r", self._loader.label, exc)
+            if callback is not None:
+                callback()  # changes may go unseen from now on: list again next time
 
     async def open(self, limit_s: float | None) -> Client:
         """Connect (handshake included) within ``limit_s`` seconds; raise what failed."""
@@ -223,8 +256,12 @@ class MCPSession:
         if self._members:
             return await self._member_tools()
         try:
-            _, client = await self._client()
-            listed = await self._list(client)
+            connection, client = await self._client()
+            pool = self.loader.pool
+            if pool is None:
+                listed = await self._list(client)
+            else:
+                listed = await pool._tools(self.loader, connection, lambda: self._list(client))
         except Exception as exc:
             found = classify_exception(exc)
             raise MCPLoadError(
@@ -284,10 +321,7 @@ class MCPSession:
         return [t for t in tools if include is None or t.name in include]
 
     def _caller(self, remote_name: str) -> ToolCaller:
-        async def call(arguments: dict[str, Any]) -> CallToolResult:
-            return await self.call_tool(remote_name, arguments)
-
-        return call
+        return partial(self.call_tool, remote_name)  # no coroutine of its own
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
         """Call tool ``name`` (the server's name) once, raw: no normalization.
@@ -304,28 +338,39 @@ class MCPSession:
             if owner is None:
                 raise ValueError(f"no MCP server of this session offers a tool {name!r}")
             return await owner.call_tool(name, arguments)
-        try:
-            return await self._call_once(name, arguments)
-        except MCPError as exc:
-            if not is_session_lost(exc):
-                raise
-            logger.info("MCP session with %s was lost; reconnecting once", self.loader.label)
-            if observed():
-                metadata = {"failure_reason": "session_lost", "retryable": True}
-                emit("mcp.reconnect", Stage.MCP_CALL, tool=name, metadata=metadata)
-            return await self._call_once(name, arguments)
-
-    async def _call_once(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
-        connection, client = await self._client()
-        try:
-            return await client.call_tool(name, arguments)
-        except Exception as exc:
-            found = classify_exception(exc)
-            if found.code is ErrorCode.UPSTREAM_UNAVAILABLE and found.retriable:
-                connection.stale = True
-            raise
+        # one coroutine down to the client's call (each frame between the loop and the
+        # remote call is resumed every time the call wakes up); a lost session: once more
+        retried = False
+        while True:
+            try:
+                current = self._connection
+                client = current.client if current is not None and not self._closed else None
+                if current is None or client is None or not current.usable:
+                    current, client = await self._client()
+                try:
+                    return await client.call_tool(name, arguments)
+                except Exception as exc:
+                    found = classify_exception(exc)
+                    if found.code is ErrorCode.UPSTREAM_UNAVAILABLE and found.retriable:
+                        current.stale = True
+                    raise
+            except MCPError as exc:
+                if retried or not is_session_lost(exc):
+                    raise
+                retried = True
+                logger.info("MCP session with %s was lost; reconnecting once", self.loader.label)
+                if observed():
+                    metadata = {"failure_reason": "session_lost", "retryable": True}
+                    emit("mcp.reconnect", Stage.MCP_CALL, tool=name, metadata=metadata)
 
     async def _client(self) -> tuple[_Connection, Client]:
+        pool = self.loader.pool
+        if pool is not None:
+            if self._closed:
+                raise RuntimeError("this MCP session is closed; open a new one per request")
+            connection, client = await pool._connection(self.loader)
+            self._connection = connection
+            return connection, client
         async with self._lock:
             if self._closed:
                 raise RuntimeError("this MCP session is closed; open a new one per request")
@@ -345,10 +390,125 @@ class MCPSession:
         async with self._lock:
             self._closed = True
             connection, self._connection = self._connection, None
-        if connection is not None:
+        if connection is not None and self.loader.pool is None:  # a pool's stays open
             await connection.close()
         if self._members:
             await asyncio.gather(*(member.aclose() for member in self._members))
+
+
+class _Pooled:
+    """One server's entry in an ``MCPConnectionPool``: its connection and tool list."""
+
+    def __init__(self, loader: MCPToolLoader) -> None:
+        self.loader = loader
+        self.lock = asyncio.Lock()
+        self.connection: _Connection | None = None
+        self.tools: list[Tool] | None = None
+        self.listed_at = 0.0
+        self.generation = 0
+
+    def tools_changed(self) -> None:
+        """The server's tools changed: the next session lists them again."""
+        self.generation += 1
+        self.tools = None
+
+
+class MCPConnectionPool:
+    """MCP connections and tool lists kept across requests (``MCPToolLoader(pool=...)``).
+
+    One connection per server (loaders with the same server, headers and options share
+    it), opened by the first session that needs it and used by every session
+    concurrently; a connection that failed (the transport broke, the server is gone) is
+    closed and a new one opened by the next call. The tool list is listed again when
+    ``tools_ttl_seconds`` have passed since it was listed (``None``: kept until a change),
+    when the server announces a change (``notifications/tools/list_changed``, or a
+    ``subscriptions/listen`` tool-list event on 2026-07-28 servers) and after a
+    reconnect. Each session keeps its own failure budget. ``await pool.aclose()`` (or
+    ``async with pool``) closes every connection. A pool belongs to one event loop. If the
+    server's change announcements cannot be followed (the listen stream is lost), the
+    list is listed again once and from then on only the TTL renews it.
+    """
+
+    def __init__(
+        self,
+        *,
+        tools_ttl_seconds: float | None = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if tools_ttl_seconds is not None and tools_ttl_seconds < 0:
+            raise ValueError("tools_ttl_seconds must not be negative")
+        self.tools_ttl_seconds = tools_ttl_seconds
+        self._clock = clock
+        self._entries: dict[Hashable, _Pooled] = {}
+        self._closed = False
+
+    def _entry(self, loader: MCPToolLoader) -> _Pooled:
+        key = loader._pool_key()
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._entries[key] = _Pooled(loader)
+        return entry
+
+    async def _connection(self, loader: MCPToolLoader) -> tuple[_Connection, Client]:
+        """The open connection to ``loader``'s server; a new one if it has none or the
+        last one failed."""
+        if self._closed:
+            raise RuntimeError("this MCP connection pool is closed")
+        entry = self._entry(loader)
+        async with entry.lock:
+            current = entry.connection
+            if current is not None and current.usable and current.client is not None:
+                return current, current.client
+            if current is not None:
+                entry.connection = None
+                await current.close(limit_s=1.0)
+            entry.tools_changed()  # a new connection: list again (the server may be new)
+            connection = _Connection(entry.loader, on_tools_changed=entry.tools_changed)
+            client = await connection.open(loader.connect_timeout_seconds)
+            entry.connection = connection
+            return connection, client
+
+    async def _tools(
+        self,
+        loader: MCPToolLoader,
+        connection: _Connection,
+        list_tools: Callable[[], Any],
+    ) -> list[Tool]:
+        """The server's tools: the pool's list while fresh, else ``list_tools()``."""
+        entry = self._entry(loader)
+        ttl = self.tools_ttl_seconds
+        now = self._clock()
+        if (
+            entry.tools is not None
+            and entry.connection is connection
+            and (ttl is None or now - entry.listed_at < ttl)
+        ):
+            return entry.tools
+        generation = entry.generation
+        listed: list[Tool] = await list_tools()
+        if entry.generation == generation and entry.connection is connection:
+            entry.tools, entry.listed_at = listed, now
+        return listed
+
+    async def aclose(self) -> None:
+        """Close every connection; sessions using the pool fail from now on. Idempotent."""
+        self._closed = True
+        entries, self._entries = list(self._entries.values()), {}
+        connections = [entry.connection for entry in entries if entry.connection is not None]
+        for entry in entries:
+            entry.connection = None
+        await asyncio.gather(*(connection.close() for connection in connections))
+
+    async def __aenter__(self) -> MCPConnectionPool:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
 
 class MCPToolLoader:
@@ -371,6 +531,11 @@ class MCPToolLoader:
     server: its ``mcp.json`` name) is the server's name in messages and each tool's
     ``MCPTool.server`` (a fault plan's ``mcp_connection_drop`` names it); without it, the
     in-process server's name or the URL without credentials.
+
+    ``pool`` (an ``MCPConnectionPool``) keeps the connection and the tool list across
+    sessions: each ``session()`` then borrows the pool's open connection to this server
+    (opened on first use, reopened after a failure) and its listed tools, and closing
+    the session leaves both open. The failure budget stays per session.
     """
 
     def __init__(
@@ -387,6 +552,7 @@ class MCPToolLoader:
         client_options: Mapping[str, Any] | None = None,
         config: str | os.PathLike[str] | None = None,
         servers: Sequence[str] | None = None,
+        pool: MCPConnectionPool | None = None,
     ) -> None:
         if isinstance(server, Sequence) and not isinstance(server, str):
             if not server:
@@ -406,6 +572,7 @@ class MCPToolLoader:
         self.include = frozenset(include) if include is not None else None
         self.headers = dict(headers or {})
         self.client_options = dict(client_options or {})
+        self.pool = pool
         self.members: tuple[MCPToolLoader, ...] = ()
         self.label: str
         if server is None:
@@ -431,16 +598,46 @@ class MCPToolLoader:
             include=sorted(self.include) if self.include is not None else None,
             headers=entry.headers if entry.url is not None else None,
             client_options=self.client_options,
+            pool=self.pool,
         )
 
     def __repr__(self) -> str:
         return f"MCPToolLoader({self.label!r})"
 
-    def _make_client(self) -> Client:
+    def _make_client(self, notified: Callable[[IncomingMessage], Any] | None = None) -> Client:
         server = self.server
         if self.headers:
             server = _http_with_headers(server, self.headers)
-        return Client(server, read_timeout_seconds=self.read_timeout_seconds, **self.client_options)
+        options = dict(self.client_options)
+        if notified is not None and self.pool is not None:
+            own = options.get("message_handler")
+
+            async def message_handler(message: IncomingMessage) -> None:
+                await notified(message)
+                if own is not None:
+                    await own(message)
+
+            options["message_handler"] = message_handler
+        return Client(server, read_timeout_seconds=self.read_timeout_seconds, **options)
+
+    def _pool_key(self) -> Hashable:
+        """What makes two loaders' connections interchangeable: the server, how it is
+        reached and the options of the client and the tool list."""
+        server = self.server
+        if isinstance(server, str):
+            where: Hashable = ("url", server)
+        elif isinstance(server, StdioServerParameters):
+            where = ("stdio", server.model_dump_json())
+        else:
+            where = ("object", id(server))  # the pool keeps the loader, so the server too
+        return (
+            where,
+            tuple(sorted(self.headers.items())),
+            self.read_timeout_seconds,
+            self.connect_timeout_seconds,
+            tuple(sorted((key, id(value)) for key, value in self.client_options.items())),
+            self.include,
+        )
 
     def session(self, *, budget: RequestBudget | None = None) -> MCPSession:
         """A new per-request session (its own connection and, unless given, budget)."""

@@ -102,6 +102,10 @@ DEFAULT_MAX_TRANSPORT_FAILURES: Final = 3
 """Transport failures of one tool in one request; the last one escalates."""
 
 _ERROR_TEXT_LIMIT: Final = 2000
+_PLAIN_TYPES: Final = frozenset({str, bool, int, float, type(None), dict, list})
+"""Values whose JSON type is their Python type's (no subclass, no tuple)."""
+_MAX_VERDICTS: Final = 256
+"""Argument shapes remembered per tool (forgotten all at once past this)."""
 
 ToolCaller = Callable[[dict[str, Any]], Awaitable[CallToolResult]]
 """Calls the remote tool once: its arguments in, mcp's ``CallToolResult`` out, raising on a
@@ -137,6 +141,27 @@ class McpToolOutput:
         if self.is_error:
             return ToolResult.failure(self.reason or "tool_error", self.text, labelled=False)
         return ToolResult.ok(self.structured if self.structured is not None else self.text)
+
+
+def _slot_setter(name: str) -> Callable[[McpToolOutput, object], None]:
+    setter: Callable[[McpToolOutput, object], None] = getattr(McpToolOutput, name).__set__
+    return setter
+
+
+_set_text, _set_is_error, _set_structured, _set_reason = (
+    _slot_setter(name) for name in ("text", "is_error", "structured", "reason")
+)
+
+
+def _ok_output(text: str, structured: Any) -> McpToolOutput:
+    """``McpToolOutput(text=text, structured=structured)`` filled slot by slot (the
+    frozen class's ``__init__`` costs more than the rest of a success)."""
+    output: McpToolOutput = object.__new__(McpToolOutput)
+    _set_text(output, text)
+    _set_is_error(output, False)
+    _set_structured(output, structured)
+    _set_reason(output, None)
+    return output
 
 
 class RequestBudget:
@@ -219,7 +244,7 @@ def _block_text(block: ContentBlock) -> str:
 
 
 def _result_text(result: CallToolResult) -> str:
-    return "\n".join(_block_text(block) for block in result.content)
+    return "\n".join([_block_text(block) for block in result.content])
 
 
 def _error_output(name: str, result: CallToolResult) -> McpToolOutput:
@@ -233,11 +258,15 @@ def _error_output(name: str, result: CallToolResult) -> McpToolOutput:
 
 
 def _success_output(result: CallToolResult) -> McpToolOutput:
-    text = _result_text(result)
+    content = result.content
+    if len(content) == 1 and type(content[0]) is TextContent:  # the common answer
+        text = content[0].text
+    else:
+        text = _result_text(result)
     structured = result.structured_content
     if not text and structured is not None:
         text = json.dumps(structured, ensure_ascii=False, default=str)
-    return McpToolOutput(text=text, structured=structured)
+    return _ok_output(text, structured)
 
 
 @dataclass(eq=False, slots=True)
@@ -255,7 +284,7 @@ class MCPTool:
     Under an active ``FaultPlan`` (``core.faults``) each call first asks the plan: a
     dropped connection of ``server`` (``mcp_connection_drop``) or a fault naming this
     tool fails the call the way the real failure does, at the point it would (see
-    ``_call_once``), so the strikes, escalations and events above are what a case sees.
+    ``_injected``), so the strikes, escalations and events above are what a case sees.
     """
 
     name: str
@@ -269,10 +298,47 @@ class MCPTool:
     mutating: bool = True
     validates_arguments: ClassVar[bool] = True
     """The loop leaves argument checks to this tool (its one-line texts are a contract)."""
+    _verdicts: dict[tuple[Any, ...], str | None] = field(
+        default_factory=dict, init=False, repr=False
+    )
+    _verdicts_schema: Mapping[str, Any] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.remote_name:
             self.remote_name = self.name
+
+    def _arguments_problem(self, arguments: dict[str, Any]) -> str | None:
+        """``first_schema_problem(parameters, arguments)``, remembered per shape.
+
+        The answer depends on the schema and, for a dict of plain JSON values, only on
+        its keys in order and each value's type (and whether a float is integral): the
+        checks stop at the top level. So the walker runs once per shape of arguments;
+        other values (subclasses, tuples, other mappings) are always walked.
+        """
+        schema = self.parameters
+        if type(arguments) is not dict:
+            return first_schema_problem(schema, arguments)
+        shape: list[tuple[str, object]] = []
+        for key, value in arguments.items():
+            kind = type(value)
+            if kind not in _PLAIN_TYPES or type(key) is not str:
+                return first_schema_problem(schema, arguments)
+            # 3.0 is an integer to JSON Schema, 3.5 is not
+            shape.append((key, value.is_integer() if kind is float else kind))
+        signature = tuple(shape)
+        verdicts = self._verdicts
+        if self._verdicts_schema is not schema:  # new parameters: forget the old answers
+            verdicts.clear()
+            self._verdicts_schema = schema
+        try:
+            return verdicts[signature]
+        except KeyError:
+            pass
+        problem = first_schema_problem(schema, arguments)
+        if len(verdicts) >= _MAX_VERDICTS:
+            verdicts.clear()
+        verdicts[signature] = problem
+        return problem
 
     def to_spec(self) -> ToolSpec:
         """The loop's ``ToolSpec`` of this tool (what the model is shown)."""
@@ -283,8 +349,28 @@ class MCPTool:
     async def call(self, arguments: dict[str, Any]) -> McpToolOutput:
         """Call the tool; failures become observations or one escalated exception
         (see the module docstring)."""
+        # one coroutine from the loop down to the remote call: every frame between them
+        # is resumed each time the call wakes up
         try:
-            output = await self._call_once(arguments)
+            problem = self._arguments_problem(arguments)
+            if problem is not None:
+                output = McpToolOutput.failure(problem, "invalid_arguments")
+            else:
+                try:
+                    plan = active_faults()
+                    injected = await self._injected(plan) if plan is not None else None
+                    result = injected or await self._call(dict(arguments))
+                except Exception as exc:
+                    failure = self._call_failure(exc)
+                    if failure is None:
+                        raise
+                    output = failure
+                else:
+                    output = (
+                        _error_output(self.name, result)
+                        if result.is_error
+                        else _success_output(result)
+                    )
         except (MCPProtocolError, MCPToolTimeoutError, MCPToolUnavailableError) as exc:
             if observed():
                 record = FailureRecord.from_exception(exc, stage=Stage.MCP_CALL, tool=self.name)
@@ -302,30 +388,22 @@ class MCPTool:
             emit("mcp.call", Stage.MCP_CALL, tool=self.name, metadata=metadata)
         return output
 
-    async def _call_once(self, arguments: dict[str, Any]) -> McpToolOutput:
-        problem = first_schema_problem(self.parameters, arguments)
-        if problem is not None:
-            return McpToolOutput.failure(problem, "invalid_arguments")
-        try:
-            plan = active_faults()
-            injected = await self._injected(plan) if plan is not None else None
-            result = injected or await self._call(dict(arguments))
-        except Exception as exc:
-            found = classify_exception(exc)
-            if is_transport_failure(found):
-                return self._transport_failure(exc, found)
-            refusal = found.exception
-            if isinstance(refusal, MCPError):  # the host's to handle, not the model's
-                raise MCPProtocolError(
-                    f"MCP server refused the call to tool '{self.name}' "
-                    f"(JSON-RPC error {refusal.code}).",
-                    mcp_code=refusal.code,
-                    tool=self.name,
-                ) from exc
-            raise
-        if result.is_error:
-            return _error_output(self.name, result)
-        return _success_output(result)
+    def _call_failure(self, exc: Exception) -> McpToolOutput | None:
+        """What a remote call that raised ``exc`` gives: a transport failure's observation
+        (or its escalation), a JSON-RPC refusal as ``MCPProtocolError``; ``None`` when
+        ``exc`` itself goes on up."""
+        found = classify_exception(exc)
+        if is_transport_failure(found):
+            return self._transport_failure(exc, found)
+        refusal = found.exception
+        if isinstance(refusal, MCPError):  # the host's to handle, not the model's
+            raise MCPProtocolError(
+                f"MCP server refused the call to tool '{self.name}' "
+                f"(JSON-RPC error {refusal.code}).",
+                mcp_code=refusal.code,
+                tool=self.name,
+            ) from exc
+        return None
 
     async def _injected(self, plan: FaultPlan) -> CallToolResult | None:
         """A fault of ``plan`` at the remote call: raise what the real failure raises
