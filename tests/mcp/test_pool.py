@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import socket
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -182,3 +184,26 @@ async def test_concurrent_requests_share_the_connection(
     assert {id(connection) for _, connection in answers} == {id(connection)}
     assert later == "8"
     assert len(listings) == listed  # the kept list
+
+
+async def test_the_documented_pool_gives_requests_one_connection_and_one_listing(
+    server: MCPServer, listings: list[str]
+) -> None:
+    """docs/mcp.md's pool block, pointed at a real server: two requests, one listing."""
+    doc = (Path(__file__).parents[2] / "docs" / "mcp.md").read_text(encoding="utf-8")
+    (block,) = [
+        block
+        for block in re.findall(r"```python\n(.*?)```", doc, flags=re.DOTALL)
+        if "MCPConnectionPool(" in block
+    ]
+    async with serving(server) as http:
+        namespace: dict[str, Any] = {}
+        exec(block.replace("http://bookshop:8765/mcp", http.url), namespace)  # noqa: S102
+        pool, bookshop = namespace["pool"], namespace["bookshop"]
+        assert isinstance(pool, MCPConnectionPool)
+        async with pool:
+            for text in ("a", "b"):
+                session = bookshop.session()
+                async with session as tools:
+                    assert (await by_name(tools)["shop_echo"].call({"text": text})).text == text
+    assert listings == ["None"]
