@@ -585,6 +585,17 @@ async def _store_app(variant: str, options: argparse.Namespace) -> tuple[Any, Cl
     async def trivial(ctx: AgentContext) -> str:
         return REPLY
 
+    class Streamer:
+        """``--stream-agent``: ``stream`` yields ``STREAM_CHUNKS``; ``invoke`` joins them."""
+
+        async def invoke(self, ctx: AgentContext) -> str:
+            return "".join(STREAM_CHUNKS)
+
+        async def stream(self, ctx: AgentContext) -> AsyncIterator[str]:
+            for chunk in STREAM_CHUNKS:
+                yield chunk
+
+    agent: object = Streamer() if options.stream_agent else trivial
     if variant == "llamon-memory":
         stores = await open_stores("memory", **memory_limits_kwargs(options.max_finished))
     elif variant == "llamon-sqlite":
@@ -603,7 +614,7 @@ async def _store_app(variant: str, options: argparse.Namespace) -> tuple[Any, Cl
         raise SystemExit(f"unknown store variant {variant!r}")
     try:
         app = create_app(
-            trivial,
+            agent,
             bench_card(),
             task_store=stores.task_store,
             push_config_store=stores.push_config_store,
@@ -781,6 +792,10 @@ def main() -> None:
     parser.add_argument(
         "--max-finished", type=int, default=None,
         help="llamon-memory: MemoryLimits(max_finished=N), if open_stores takes memory_limits",
+    )  # fmt: skip
+    parser.add_argument(
+        "--stream-agent", action="store_true",
+        help="llamon store variants: the agent streams STREAM_CHUNKS (for message/stream)",
     )  # fmt: skip
     parser.add_argument(
         "--io-delay", type=float, default=0.010, help="failure variants: the agent's I/O wait (s)"

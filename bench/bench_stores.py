@@ -1,6 +1,6 @@
 """Task stores, failure promptness and memory: llamon's A2A server against raw a2a-sdk.
 
-    python bench/bench_stores.py throughput [--quick] [--postgres DSN] [--json FILE]
+    python bench/bench_stores.py throughput [--quick] [--method send stream] [--postgres DSN]
     python bench/bench_stores.py failure    [--quick] [--json FILE]
     python bench/bench_stores.py rss        [--quick] [--rss-minutes M] [--rss-baseline]
     python bench/bench_stores.py all        [--quick] [--json FILE]
@@ -17,7 +17,10 @@ What is measured (``bench/README.md``, "Stores and failure promptness", says how
    ``DatabaseTaskStore`` on SQLAlchemy + asyncpg, the same database), interleaved like the
    others. Targets, for llamon-sqlite and llamon-serve: >= 5 x raw-sqlite throughput at
    c=16 and c=64; p99 <= 100 ms at c=16. For llamon-postgres: >= 4 x sdk-postgres at c=16
-   and c=64; p99 <= 150 ms at c=16.
+   and c=64; p99 <= 150 ms at c=16. ``--method stream`` (or ``send stream``) adds
+   ``message/stream`` to an agent streaming three chunks (variants labelled ``V/stream``;
+   raw a2a-sdk streams its one artifact). For the embedded store against memory
+   (``llamon-sqlite / llamon-memory``, send and stream): >= 0.9 at every concurrency.
 2. ``failure``: at c=1, the latency of an agent that waits 10 ms (its I/O) and answers,
    against the same agent raising after the wait; raw a2a-sdk and llamon, ``message/send``
    and ``message/stream``. The figure is ``raise p50 - ok p50``: how much later a failure
@@ -73,6 +76,8 @@ TARGET_POSTGRES_P99_MS = 150.0  # llamon-postgres p99 at c=16
 BASELINE = "raw-sqlite"
 TARGET_SPEEDUP = 5.0  # llamon-sqlite (and -serve) / raw-sqlite throughput, at these concurrencies:
 SPEEDUP_AT = (16, 64)
+TARGET_EMBEDDED = 0.9  # llamon-sqlite / llamon-memory throughput, every method and concurrency
+EMBEDDED_PAIR = ("llamon-sqlite", "llamon-memory")
 TARGET_P99_MS = 100.0  # llamon-sqlite (and -serve) p99 at c=16
 P99_AT = 16
 TARGET_FAILURE_MS = 5.0  # llamon raise p50 - ok p50
@@ -173,56 +178,80 @@ def fmt(value: float | None, digits: int = 2) -> str:
 # -- 1. store throughput -------------------------------------------------------------------
 
 
-def store_options(name: str, run_dir: Path, args: argparse.Namespace) -> list[str]:
+def store_options(
+    name: str, run_dir: Path, args: argparse.Namespace, method: str = "send"
+) -> list[str]:
     """The a2a_servers.py options of a store variant (a fresh database directory each)."""
+    extra = ["--stream-agent"] if method == "stream" else []
     if name in ("raw-sqlite", *SQLITE_TARGETED):
-        directory = run_dir / name  # both on the file system of the same temporary dir
+        directory = run_dir / f"{name}-{method}"  # all on the file system of one temporary dir
         directory.mkdir()
-        return ["--db-dir", str(directory)]
+        return ["--db-dir", str(directory), *extra]
     if name in POSTGRES_VARIANTS:
-        return ["--dsn", args.postgres]
-    return []
+        return ["--dsn", args.postgres, *extra]
+    return extra
+
+
+def results_names(args: argparse.Namespace) -> list[str]:
+    """The variants measured (without their method)."""
+    return [*args.variants, *(POSTGRES_VARIANTS if args.postgres else ())]
+
+
+def label(name: str, method: str) -> str:
+    """How a variant's figures are named: ``name`` for message/send, ``name/stream``."""
+    return name if method == "send" else f"{name}/stream"
 
 
 def throughput(args: argparse.Namespace, workdir: Path) -> tuple[str, dict[str, Any], int]:
     """Measure, print as it goes; (the table and ratio lines, the figures, error count)."""
-    names = [*args.variants, *(POSTGRES_VARIANTS if args.postgres else ())]
-    results: dict[str, dict[int, Runs]] = {n: {c: [] for c in args.concurrency} for n in names}
+    names = results_names(args)
+    labels = [label(n, m) for m in args.method for n in names]
+    results: dict[str, dict[int, Runs]] = {n: {c: [] for c in args.concurrency} for n in labels}
     foreign: dict[int, float] = {}
-    logs: dict[str, dict[int, dict[str, int]]] = {n: {} for n in names}
+    logs: dict[str, dict[int, dict[str, int]]] = {n: {} for n in labels}
     print(
-        f"== throughput: message/send, {args.slices} slices x {args.slice_seconds} s per "
-        f"variant after a {args.warmup_seconds} s warm-up; concurrency {args.concurrency}",
+        f"== throughput: {' and '.join(f'message/{m}' for m in args.method)}, {args.slices} "
+        f"slices x {args.slice_seconds} s per variant after a {args.warmup_seconds} s "
+        f"warm-up; concurrency {args.concurrency}",
         flush=True,
     )
     for c in args.concurrency:
         if args.wait_quiet > 0:
             base.wait_quiet(args.wait_quiet)
         busy0, own0, wall0 = base.machine_busy(), base.own_cpu(), time.monotonic()
-        run_dir = Path(tempfile.mkdtemp(prefix=f"throughput-c{c}-", dir=workdir))
-        servers = start([(n, store_options(n, run_dir, args)) for n in names], args, run_dir)
-        try:
-            for server in servers:  # warm-up, discarded
-                drive(server, concurrency=c, seconds=args.warmup_seconds, samples=False)
-            for index in range(args.slices):
-                for server in servers if index % 2 == 0 else servers[::-1]:
-                    result = drive(
+        for method in args.method:
+            run_dir = Path(tempfile.mkdtemp(prefix=f"throughput-c{c}-{method}-", dir=workdir))
+            specs = [(n, store_options(n, run_dir, args, method)) for n in names]
+            servers = start(specs, args, run_dir)
+            try:
+                for server in servers:  # warm-up, discarded
+                    drive(
                         server,
                         concurrency=c,
-                        seconds=args.slice_seconds,
-                        warmup_requests=c,  # refill the slice's new connections
-                        warmup_seconds=min(0.5, args.slice_seconds / 2),
+                        seconds=args.warmup_seconds,
+                        mode=method,
+                        samples=False,
                     )
-                    results[server.variant][c].append(result)
-        finally:
-            for server in servers:
-                server.stop()
-        for name in names:
-            logs[name][c] = log_counts(run_dir / f"{name}.log")
+                for index in range(args.slices):
+                    for server in servers if index % 2 == 0 else servers[::-1]:
+                        result = drive(
+                            server,
+                            concurrency=c,
+                            seconds=args.slice_seconds,
+                            mode=method,
+                            warmup_requests=c,  # refill the slice's new connections
+                            warmup_seconds=min(0.5, args.slice_seconds / 2),
+                        )
+                        results[label(server.variant, method)][c].append(result)
+            finally:
+                for server in servers:
+                    server.stop()
+            for name in names:
+                logs[label(name, method)][c] = log_counts(run_dir / f"{name}.log")
         share = base.foreign_share(busy0, own0, time.monotonic() - wall0)
         if share is not None:
             foreign[c] = share
-        line = "  ".join(f"{n} {base.agg_rps(results[n][c]):.0f}/s" for n in names)
+        line = "  ".join(f"{n} {base.agg_rps(results[n][c]):.0f}/s" for n in labels)
         note = f"; other processes used {share:.0%} of the CPU" if share is not None else ""
         print(f"c={c:<3} {line}{note}", flush=True)
     return summarize_throughput(results, foreign, logs, args)
@@ -230,6 +259,8 @@ def throughput(args: argparse.Namespace, workdir: Path) -> tuple[str, dict[str, 
 
 def speedup_target(numerator: str, denominator: str, concurrency: int) -> float | None:
     """The throughput ratio a pair must reach at ``concurrency``, or None (no target)."""
+    if (numerator.split("/")[0], denominator.split("/")[0]) == EMBEDDED_PAIR:
+        return TARGET_EMBEDDED
     if concurrency not in SPEEDUP_AT:
         return None
     if numerator in SQLITE_TARGETED and denominator == BASELINE:
@@ -260,7 +291,7 @@ def summarize_throughput(
     pct = loadgen.percentile
     lines = [
         "",
-        f"{'variant':<16} {'conc':>4} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
+        f"{'variant':<22} {'conc':>4} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
         f"{'srv us/req':>10} {'requests':>8} {'errors':>6}",
     ]
     figures: dict[str, Any] = {"variants": {}, "ratios": [], "p99": [], "foreign_cpu": foreign}
@@ -286,16 +317,23 @@ def summarize_throughput(
             errors += row["errors"]
             figures["variants"].setdefault(name, {})[c] = row
             lines.append(
-                f"{name:<16} {c:>4} {row['rps']:>8.1f} {fmt(row['p50_ms']):>8} "
+                f"{name:<22} {c:>4} {row['rps']:>8.1f} {fmt(row['p50_ms']):>8} "
                 f"{fmt(row['p99_ms']):>8} {fmt(row['server_cpu_us_per_req'], 0):>10} "
                 f"{row['requests']:>8} {row['errors']:>6}"
             )
 
-    pairs = [(n, BASELINE) for n in results if n.startswith("llamon-") and BASELINE in results]
-    if "llamon-memory" in results and "raw-memory" in results:
-        pairs.append(("llamon-memory", "raw-memory"))
-    if POSTGRES_VARIANT in results and SDK_POSTGRES in results:
-        pairs.append((POSTGRES_VARIANT, SDK_POSTGRES))
+    pairs: list[tuple[str, str]] = []
+    for method in args.method:  # numerator and denominator of one method
+        baseline = label(BASELINE, method)
+        llamon = [label(n, method) for n in results_names(args) if n.startswith("llamon-")]
+        pairs += [(n, baseline) for n in llamon if n in results and baseline in results]
+        for num, den in (
+            EMBEDDED_PAIR,
+            ("llamon-memory", "raw-memory"),
+            (POSTGRES_VARIANT, SDK_POSTGRES),
+        ):
+            if label(num, method) in results and label(den, method) in results:
+                pairs.append((label(num, method), label(den, method)))
     if pairs:
         lines += [
             "",
@@ -682,6 +720,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, default=None, help="write every figure here")
     group = parser.add_argument_group("throughput")
     group.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
+    group.add_argument(
+        "--method", nargs="+", default=["send"], choices=("send", "stream"),
+        help="message/send, message/stream (an agent streaming three chunks), or both",
+    )  # fmt: skip
     group.add_argument("--slices", type=int, default=None, help="measured slices per variant")
     group.add_argument("--slice-seconds", type=float, default=None, help="length of a slice")
     group.add_argument("--warmup-seconds", type=float, default=None, help="per server")
