@@ -354,7 +354,7 @@ class _CompletedNodes(BaseChannel[Any, tuple[str, Any], Any]):
     def from_checkpoint(self, checkpoint: Any) -> Self:
         restored = type(self)(self.rank)
         restored.key = self.key
-        if isinstance(checkpoint, Mapping):
+        if isinstance(checkpoint, dict):
             restored.value = checkpoint
         return restored
 
@@ -365,12 +365,17 @@ class _CompletedNodes(BaseChannel[Any, tuple[str, Any], Any]):
             since = next((value for name, value in values if name == START), None)
             outputs: dict[str, Any] = {}
         else:
-            since = self.value.get("since")
-            outputs = dict(self.value.get("outputs") or {})
-        last = len(self.rank)
-        finished = [update for update in values if update[0] != START]
-        for name, output in sorted(finished, key=lambda update: self.rank.get(update[0], last)):
-            outputs[name] = output
+            since = self.value["since"]
+            outputs = dict(self.value["outputs"])
+        if len(values) == 1:  # one node finished in the step: nothing to order
+            name, output = values[0]
+            if name != START:
+                outputs[name] = output
+        else:
+            last = len(self.rank)
+            finished = [update for update in values if update[0] != START]
+            for name, output in sorted(finished, key=lambda update: self.rank.get(update[0], last)):
+                outputs[name] = output
         self.value = {"since": since, "outputs": outputs}
         return True
 
@@ -403,8 +408,10 @@ def _fold_writes(writes: Sequence[tuple[str, Any]]) -> dict[str, Any]:
 def _task_result(writes: Sequence[tuple[str, Any]], output_keys: str | Sequence[str]) -> Any:
     """The ``result`` the state history shows for a finished task with these writes."""
     if isinstance(output_keys, str):
-        folded = _fold_writes([write for write in writes if write[0] == output_keys])
-        return folded.get(output_keys) if folded else None
+        kept = [write for write in writes if write[0] == output_keys]
+        if len(kept) == 1:
+            return kept[0][1]
+        return _fold_writes(kept).get(output_keys) if kept else None
     kept = [write for write in writes if write[0] in output_keys]
     return _fold_writes(kept) if kept else {}
 
@@ -442,9 +449,20 @@ def _record_completed(compiled: Any, names: Sequence[str]) -> None:
     )
     output_keys = compiled.output_channels
     for name, node_writers in zip(names, writers, strict=True):
-        state_writes = node_writers[0].writes[0].mapper
-        node_writers.append(ChannelWrite((_completed_entry(name, state_writes, output_keys),)))
+        # One more entry in the node's own state write, not another writer: no extra
+        # runnable per step.
+        first = node_writers[0]
+        entry = _completed_entry(name, first.writes[0].mapper, output_keys)
+        node_writers[0] = ChannelWrite((*first.writes, entry), tags=first.tags)
+        _forget_combined_writers(nodes[name])
     nodes[START].writers.append(RunnableCallable(_mark_start, name="llamon_start", trace=False))
+    _forget_combined_writers(nodes[START])
+
+
+def _forget_combined_writers(node: Any) -> None:
+    """Drop what a ``PregelNode`` built from its writers, should anything have read it."""
+    for cached in ("flat_writers", "node"):
+        node.__dict__.pop(cached, None)
 
 
 class GraphBuilder:
