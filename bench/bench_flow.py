@@ -28,10 +28,10 @@ What is measured (every figure is a ratio against a named baseline, all in one r
    of the paired ratios extract / aget_state, extract / run, the serialized bytes the
    saver holds per checkpoint (checkpoint, metadata, channel blobs, pending writes), the
    growth of each arm with N, and record against history at the same N (bytes per
-   checkpoint, failed run time as the median of interleaved pairs, extraction). Target:
-   extraction <= 5 ms at N = 1000 on SQLite and flat in N. The extracted context is
-   checked (failed node ``fail``, completed ``loop``, its last output ``{"count": N}``),
-   so the bench breaks if the semantics change.
+   checkpoint, failed run wall and CPU time as medians of interleaved pairs, extraction).
+   Target: extraction <= 5 ms at N = 1000 on SQLite and flat in N. The extracted context
+   is checked (failed node ``fail``, completed ``loop``, its last output
+   ``{"count": N}``), so the bench breaks if the semantics change.
 
 2. Per-step overhead of a ``GraphBuilder`` flow against the same plain ``StateGraph(dict)``
    with the same node functions: a chain of 20 trivial nodes, sync and async node
@@ -178,6 +178,7 @@ class ContextRow:
     checkpoints: int
     bytes_per_checkpoint: float = 0.0
     runs: list[float] = field(default_factory=list)
+    run_cpus: list[float] = field(default_factory=list)  # process CPU seconds of each run
     extracts: list[float] = field(default_factory=list)
     states: list[float] = field(default_factory=list)  # aget_state alone, same threads
     ratios: list[float] = field(default_factory=list)  # extract / aget_state, paired
@@ -210,10 +211,12 @@ async def stored_bytes(checkpointer: Any, thread: str) -> int:
     return int(checkpoints) + int(writes)
 
 
-async def failed_run(graph: Any, n: int, thread: str) -> float:
-    """Seconds of one failed run of the loop flow on ``thread``."""
+async def failed_run(graph: Any, n: int, thread: str) -> tuple[float, float]:
+    """Seconds of one failed run of the loop flow on ``thread``: wall clock, and CPU of the
+    process (all its threads, so aiosqlite's too; less hit by other load on the machine)."""
     config = {"configurable": {"thread_id": thread}, "recursion_limit": n + 50}
     gc.collect()
+    cpu = time.process_time()
     start = time.perf_counter()
     try:
         await graph.ainvoke({"count": 0}, config)
@@ -221,7 +224,7 @@ async def failed_run(graph: Any, n: int, thread: str) -> float:
         pass
     else:
         raise AssertionError("the flow was expected to fail")
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
 async def measure_context_cell(
@@ -235,7 +238,9 @@ async def measure_context_cell(
     for i in range(runs):
         for arm in arms if i % 2 == 0 else arms[::-1]:
             thread = f"{saver}-{n}-{arm}-{i}"
-            rows[arm].runs.append(await failed_run(graphs[arm], n, thread))
+            wall, cpu = await failed_run(graphs[arm], n, thread)
+            rows[arm].runs.append(wall)
+            rows[arm].run_cpus.append(cpu)
             threads[arm].append(thread)
     for arm in arms:
         await measure_extraction(rows[arm], graphs[arm], checkpointers[arm], threads[arm], extracts)
@@ -370,8 +375,9 @@ def print_context_table(rows: list[ContextRow]) -> None:
             f"  record vs history {saver} N={n}: bytes/checkpoint "
             f"{row.bytes_per_checkpoint / other.bytes_per_checkpoint:.3f}x "
             f"(+{row.bytes_per_checkpoint - other.bytes_per_checkpoint:.0f} B), failed run "
-            f"{median([a / b for a, b in zip(row.runs, other.runs, strict=True)]):.3f}x "
-            "(median of interleaved pairs), extract "
+            f"{median([a / b for a, b in zip(row.runs, other.runs, strict=True)]):.3f}x wall, "
+            f"{median([a / b for a, b in zip(row.run_cpus, other.run_cpus, strict=True)]):.3f}x "
+            "CPU (medians of interleaved pairs), extract "
             f"{median(row.extracts) / median(other.extracts):.4f}x"
         )
 
