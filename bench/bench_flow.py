@@ -5,6 +5,7 @@
     python bench/bench_flow.py --part context      # only part 1
     python bench/bench_flow.py --part context --arms record   # part 1, the channel only
     python bench/bench_flow.py --part overhead     # only part 2 (and its profile)
+    python bench/bench_flow.py --part record       # only part 3
 
 Run from the repository root with the package importable, e.g.
 ``PYTHONPATH=src python bench/bench_flow.py``.
@@ -46,6 +47,12 @@ What is measured (every figure is a ratio against a named baseline, all in one r
    cProfile of both (async nodes, no checkpointer) attributes the difference: the own time
    of ``llamon_agent/flow/builder.py`` functions (the ``_wrap`` wrapper and ``_merge``)
    per step, against the plain per-step time.
+
+3. The completed-nodes channel's own cost: the builder chain of part 2 (async nodes)
+   compiled with and without the channel, without a checkpointer and with
+   ``InMemorySaver``, invokes interleaved one by one, process CPU per invoke (less hit by
+   other load on the machine than wall time). Baseline: without the channel. Reported:
+   the median over rounds of the per-round ratio of medians, and its interquartile range.
 
 Everything is bounded: the sizes, repetitions and rounds are fixed, part 2 also stops at
 its time budget (``--overhead-seconds``), and the whole script at ``--max-seconds``.
@@ -607,13 +614,63 @@ def profile_overhead(batch: int, top: int, plain_step: float) -> None:
             )
 
 
+# --------------------------------------------------------------------------- part 3
+
+
+def compile_builder_without_record(fns: list[Callable[..., Any]], checkpointer: Any) -> Any:
+    """The builder chain compiled without the completed-nodes channel."""
+    with mock.patch.object(flow_builder, "_record_completed", return_value=None):
+        graph = compile_builder(fns, checkpointer)
+    assert COMPLETED_CHANNEL not in graph.channels
+    return graph
+
+
+async def run_record_part(rounds: int, batch: int) -> None:
+    """Process CPU per invoke of the builder chain with / without the completed-nodes
+    channel, invokes interleaved one by one (order alternating between rounds)."""
+    fns = chain_functions(True)
+    print()
+    print(
+        f"3. the completed-nodes channel's own cost: builder chain of {CHAIN_LENGTH} async "
+        "nodes with / without it, process CPU per invoke (baseline: without)"
+    )
+    for saver in ("none", "memory"):
+        ratios: list[float] = []
+        per_step: dict[str, list[float]] = {"with": [], "without": []}
+        for round_ in range(rounds):
+            graphs = {
+                "with": compile_builder(fns, InMemorySaver() if saver == "memory" else None),
+                "without": compile_builder_without_record(
+                    fns, InMemorySaver() if saver == "memory" else None
+                ),
+            }
+            times: dict[str, list[float]] = {"with": [], "without": []}
+            order = ("with", "without") if round_ % 2 else ("without", "with")
+            for _ in range(batch):
+                for arm in order:
+                    config = fresh_config() if saver == "memory" else None
+                    start = time.process_time()
+                    await graphs[arm].ainvoke({"count": 0}, config)
+                    times[arm].append(time.process_time() - start)
+            ratios.append(median(times["with"]) / median(times["without"]))
+            for arm, values in times.items():
+                per_step[arm].append(median(values) / CHAIN_LENGTH)
+        lo, hi = quartiles(ratios)
+        label = "no checkpointer" if saver == "none" else "InMemorySaver"
+        print(
+            f"  {label:<16} with {median(per_step['with']) * 1e6:7.1f} µs/step, without "
+            f"{median(per_step['without']) * 1e6:7.1f} µs/step, ratio {median(ratios):.3f} "
+            f"(round IQR {lo:.3f}-{hi:.3f}, {rounds} rounds x {batch} pairs)"
+        )
+
+
 # --------------------------------------------------------------------------- main
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short run (< 15 s)")
-    parser.add_argument("--part", choices=("all", "context", "overhead"), default="all")
+    parser.add_argument("--part", choices=("all", "context", "overhead", "record"), default="all")
     parser.add_argument("--sizes", default=None, help="history lengths N (default 10,100,1000)")
     parser.add_argument(
         "--arms", default=",".join(ARMS), help="part 1 arms: record (channel), history (walk)"
@@ -660,6 +717,8 @@ def main() -> None:
         plain_step = print_overhead_table(overhead_rows)
         if not args.no_profile and not deadline.passed():
             profile_overhead(20 if quick else 200, 8 if quick else 15, plain_step)
+    if args.part in ("all", "record") and not deadline.passed():
+        asyncio.run(run_record_part(4 if quick else 40, 5 if quick else 15))
     print(f"\ntotal {time.monotonic() - started:.1f} s")
 
 

@@ -74,6 +74,7 @@ HITL_MARKER = "llamon.hitl"
 """Key of the interrupt value a node's ``HITLInterrupt`` becomes (read by the server)."""
 
 _KINDS_ATTRIBUTE = "llamon_node_kinds"
+_ROOT_CHANNEL = "__root__"  # LangGraph's one channel of a state that is not a TypedDict
 
 COMPLETED_CHANNEL = "llamon:completed"
 """The checkpoint channel where a ``GraphBuilder`` flow keeps its completed nodes.
@@ -83,7 +84,10 @@ Its value is ``{"since": step, "outputs": {node: output}}``: each node's latest 
 finished, over every step applied to the thread's state. ``since`` is the step of the
 run input that started the channel: ``0`` (a new thread's first input) when it covers
 the whole thread; a thread begun without the channel has a later ``since`` and is read
-from its history.
+from its history. Two cases are recorded where the history shows nothing or otherwise:
+a state written with ``update_state(..., as_node=node)`` counts as ``node`` finishing
+with that update, and in a step that runs both ``Send`` tasks and edge-triggered nodes,
+nodes are ordered as they were added.
 """
 
 
@@ -423,7 +427,11 @@ def _completed_entry(
 ) -> ChannelWriteTupleEntry:
     """The write of node ``name``'s output to ``COMPLETED_CHANNEL`` when it finishes."""
 
+    root = output_keys == _ROOT_CHANNEL
+
     def completed(output: Any) -> Sequence[tuple[str, Any]]:
+        if root and type(output) is dict:  # an untyped state's update is its own result
+            return ((COMPLETED_CHANNEL, (name, output)),)
         result = _task_result(state_writes(output) or (), output_keys)
         return () if result is None else ((COMPLETED_CHANNEL, (name, result)),)
 
