@@ -283,3 +283,20 @@ async def test_the_record_stays_out_of_the_flow_output(checkpointer: Any) -> Non
         {"q": 2, "x": 1},
         {"q": 2, "x": 1},
     ]
+
+
+def test_a_flow_with_the_record_still_draws() -> None:
+    graph = (
+        GraphBuilder()
+        .node("first", returning({"x": 1}))
+        .node("second", returning({"y": 1}))
+        .edge(START, "first")
+        .conditional_edges("first", lambda state: "second", ["second"])
+        .edge("second", END)
+        .compile()
+    )
+    drawn = graph.get_graph().draw_mermaid()
+    assert "first" in drawn
+    assert "second" in drawn
+    typed = GraphBuilder(Typed).node("only", returning(None)).edge(START, "only").compile()
+    assert "only" in typed.get_graph().draw_mermaid()

@@ -325,13 +325,19 @@ def _merge(answers: dict[str, Any], result: Any) -> Any:
     return result
 
 
+def _output(update: Sequence[Any]) -> Any:
+    """The result in a ``(node, result)`` update; ``(node,)`` stands for ``{}``."""
+    return update[1] if len(update) > 1 else {}
+
+
 class _CompletedNodes(BaseChannel[Any, tuple[str, Any], Any]):
     """``COMPLETED_CHANNEL``: the completed nodes of the thread and their latest outputs.
 
-    Each update is ``(node, output)`` from a node that finished in the step, or
-    ``(START, step)`` from the input of a run. The outputs of one step are applied in the
-    order the state history lists that step's tasks (the nodes in the order they were
-    added), so the first-finished order and the last output match the history's.
+    Each update is ``(node, output)`` from a node that finished in the step
+    (``(node,)`` when the output is ``{}``), or ``(START, step)`` from the input of a
+    run. The outputs of one step are applied in the order the state history lists that
+    step's tasks (the nodes in the order they were added), so the first-finished order
+    and the last output match the history's.
     """
 
     __slots__ = ("rank", "value")
@@ -366,20 +372,19 @@ class _CompletedNodes(BaseChannel[Any, tuple[str, Any], Any]):
         if not values:
             return False
         if self.value is MISSING:
-            since = next((value for name, value in values if name == START), None)
+            since = next((value[1] for value in values if value[0] == START), None)
             outputs: dict[str, Any] = {}
         else:
             since = self.value["since"]
             outputs = dict(self.value["outputs"])
         if len(values) == 1:  # one node finished in the step: nothing to order
-            name, output = values[0]
-            if name != START:
-                outputs[name] = output
+            if values[0][0] != START:
+                outputs[values[0][0]] = _output(values[0])
         else:
             last = len(self.rank)
             finished = [update for update in values if update[0] != START]
-            for name, output in sorted(finished, key=lambda update: self.rank.get(update[0], last)):
-                outputs[name] = output
+            for update in sorted(finished, key=lambda update: self.rank.get(update[0], last)):
+                outputs[update[0]] = _output(update)
         self.value = {"since": since, "outputs": outputs}
         return True
 
@@ -431,9 +436,14 @@ def _completed_entry(
 
     def completed(output: Any) -> Sequence[tuple[str, Any]]:
         if root and type(output) is dict:  # an untyped state's update is its own result
-            return ((COMPLETED_CHANNEL, (name, output)),)
-        result = _task_result(state_writes(output) or (), output_keys)
-        return () if result is None else ((COMPLETED_CHANNEL, (name, result)),)
+            result: Any = output
+        else:
+            result = _task_result(state_writes(output) or (), output_keys)
+        if result is None:
+            return ()
+        # An empty result goes as ``(name,)``: ``get_graph`` runs every writer on an empty
+        # state and hashes the written values.
+        return ((COMPLETED_CHANNEL, (name, result) if result != {} else (name,)),)
 
     return ChannelWriteTupleEntry(mapper=completed)
 
