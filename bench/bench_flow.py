@@ -3,7 +3,9 @@
     python bench/bench_flow.py            # the real figures (~1.5-2 minutes on 2 cores)
     python bench/bench_flow.py --quick    # a short run: does the benchmark still work? (<15 s)
     python bench/bench_flow.py --part context      # only part 1
+    python bench/bench_flow.py --part context --arms record   # part 1, the channel only
     python bench/bench_flow.py --part overhead     # only part 2 (and its profile)
+    python bench/bench_flow.py --part record       # only part 3
 
 Run from the repository root with the package importable, e.g.
 ``PYTHONPATH=src python bench/bench_flow.py``.
@@ -13,16 +15,24 @@ What is measured (every figure is a ratio against a named baseline, all in one r
 1. ``extract_flow_error_context`` against the length of the run's history. The flow is
    ``START -> loop -> (loop ... N times) -> fail``: ``loop`` increments a counter, a
    conditional edge sends it back to itself until the counter reaches N, then ``fail``
-   raises ``ComponentInvokeError`` (all async, so the baseline carries no thread-executor
-   hops). So the failed run takes N + 1 steps and leaves about
-   N + 3 checkpoints. For N in 10, 100, 1000 and for ``InMemorySaver`` and
-   ``AsyncSqliteSaver`` (a file in a temporary directory; a fresh saver per N), the script
-   times several failed runs (each on its own thread) and then the extraction, repeated on
-   each of those threads. Baseline: the failed run itself. Reported: the run's median, the
-   extraction's median and p95, both per step (per history checkpoint), and
-   ``extract / run`` (the failure context's cost as a share of the work that failed). The
-   extracted context is checked (failed node ``fail``, completed ``loop``, its last
-   output ``{"count": N}``), so the bench breaks if the semantics change.
+   raises ``ComponentInvokeError`` (all async, so the runs carry no thread-executor
+   hops). So the failed run takes N + 1 steps and leaves about N + 3 checkpoints. For N
+   in 10, 100, 1000 and for ``InMemorySaver`` and ``AsyncSqliteSaver`` (a file in a
+   temporary directory), two arms, each with a saver of its own: ``record`` (the flow as
+   ``GraphBuilder`` compiles it: the completed nodes kept in a checkpoint channel) and
+   ``history`` (the same flow compiled without that channel, as before it existed: the
+   extraction walks the whole state history). The failed runs of both arms are
+   interleaved run by run; then each arm's extraction is timed on each failed thread,
+   every sample paired with an ``aget_state`` of the same thread (order alternating).
+   Baseline: ``aget_state`` alone (the floor of any reading of the failure). Reported:
+   the run's median, ``aget_state``'s and the extraction's median (and p95), the median
+   of the paired ratios extract / aget_state, extract / run, the serialized bytes the
+   saver holds per checkpoint (checkpoint, metadata, channel blobs, pending writes), the
+   growth of each arm with N, and record against history at the same N (bytes per
+   checkpoint, failed run wall and CPU time as medians of interleaved pairs, extraction).
+   Target: extraction <= 5 ms at N = 1000 on SQLite and flat in N. The extracted context
+   is checked (failed node ``fail``, completed ``loop``, its last output
+   ``{"count": N}``), so the bench breaks if the semantics change.
 
 2. Per-step overhead of a ``GraphBuilder`` flow against the same plain ``StateGraph(dict)``
    with the same node functions: a chain of 20 trivial nodes, sync and async node
@@ -37,6 +47,12 @@ What is measured (every figure is a ratio against a named baseline, all in one r
    cProfile of both (async nodes, no checkpointer) attributes the difference: the own time
    of ``llamon_agent/flow/builder.py`` functions (the ``_wrap`` wrapper and ``_merge``)
    per step, against the plain per-step time.
+
+3. The completed-nodes channel's own cost: the builder chain of part 2 (async nodes)
+   compiled with and without the channel, without a checkpointer and with
+   ``InMemorySaver``, invokes interleaved one by one, process CPU per invoke (less hit by
+   other load on the machine than wall time). Baseline: without the channel. Reported:
+   the median over rounds of the per-round ratio of medians, and its interquartile range.
 
 Everything is bounded: the sizes, repetitions and rounds are fixed, part 2 also stops at
 its time budget (``--overhead-seconds``), and the whole script at ``--max-seconds``.
@@ -63,6 +79,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from importlib.metadata import version as package_version
 from typing import Any
+from unittest import mock
 
 try:
     import langgraph
@@ -71,7 +88,8 @@ try:
     from langgraph.graph import END, START, StateGraph
 
     from llamon_agent.exceptions import ComponentInvokeError
-    from llamon_agent.flow.builder import GraphBuilder
+    from llamon_agent.flow import builder as flow_builder
+    from llamon_agent.flow.builder import COMPLETED_CHANNEL, GraphBuilder
     from llamon_agent.flow.context import extract_flow_error_context
 except ImportError as exc:  # pragma: no cover - a usage hint, not a code path
     sys.exit(f"bench_flow: {exc}; run with the package importable (PYTHONPATH=src)")
@@ -79,6 +97,8 @@ except ImportError as exc:  # pragma: no cover - a usage hint, not a code path
 CHAIN_LENGTH = 20
 OVERHEAD_TARGET = 1.05
 SAVERS = ("memory", "sqlite")
+ARMS = ("record", "history")
+CONTEXT_TARGET = 5e-3
 
 
 # --------------------------------------------------------------------------- helpers
@@ -120,8 +140,12 @@ class Deadline:
 # --------------------------------------------------------------------------- part 1
 
 
-def build_failing_loop(n: int, checkpointer: Any) -> Any:
-    """``loop`` runs n times (the conditional edge drives it), then ``fail`` raises."""
+def build_failing_loop(n: int, checkpointer: Any, arm: str = "record") -> Any:
+    """``loop`` runs n times (the conditional edge drives it), then ``fail`` raises.
+
+    ``arm="history"`` compiles the same flow without the completed-nodes channel (as
+    ``GraphBuilder`` did before it kept one), so its failure context walks the history.
+    """
 
     # Async throughout: LangGraph runs a sync node (or path) under ainvoke in a thread
     # executor, which would inflate the baseline (see part 2's sync rows).
@@ -134,7 +158,7 @@ def build_failing_loop(n: int, checkpointer: Any) -> Any:
     async def route(state: dict[str, Any]) -> str:
         return "loop" if state["count"] < n else "fail"
 
-    return (
+    builder = (
         GraphBuilder(name=f"loop{n}")
         .node("loop", loop, node_kind="business")
         .node("fail", fail, node_kind="llm")
@@ -142,38 +166,98 @@ def build_failing_loop(n: int, checkpointer: Any) -> Any:
         # An async path works in LangGraph; GraphBuilder's hint only names sync ones.
         .conditional_edges("loop", route, ["loop", "fail"])
         .edge("fail", END)
-        .compile(checkpointer=checkpointer)
     )
+    if arm == "record":
+        graph = builder.compile(checkpointer=checkpointer)
+        assert COMPLETED_CHANNEL in graph.channels
+        return graph
+    with mock.patch.object(flow_builder, "_record_completed", return_value=None):
+        graph = builder.compile(checkpointer=checkpointer)
+    assert COMPLETED_CHANNEL not in graph.channels
+    return graph
 
 
 @dataclass
 class ContextRow:
     saver: str
     n: int
+    arm: str  # "record" (the completed-nodes channel) | "history" (walk the history)
     checkpoints: int
+    bytes_per_checkpoint: float = 0.0
     runs: list[float] = field(default_factory=list)
+    run_cpus: list[float] = field(default_factory=list)  # process CPU seconds of each run
     extracts: list[float] = field(default_factory=list)
+    states: list[float] = field(default_factory=list)  # aget_state alone, same threads
+    ratios: list[float] = field(default_factory=list)  # extract / aget_state, paired
+
+
+async def stored_bytes(checkpointer: Any, thread: str) -> int:
+    """Serialized bytes the saver holds for ``thread``: checkpoints, metadata, channel
+    blobs and pending writes."""
+    if isinstance(checkpointer, InMemorySaver):
+        total = 0
+        for namespace in checkpointer.storage[thread].values():
+            for checkpoint, metadata, _parent in namespace.values():
+                total += len(checkpoint[1]) + len(metadata[1])
+        total += sum(len(blob[1]) for key, blob in checkpointer.blobs.items() if key[0] == thread)
+        for key, writes in checkpointer.writes.items():
+            if key[0] == thread:
+                total += sum(len(write[2][1]) for write in writes.values())
+        return total
+    conn = checkpointer.conn
+    async with conn.execute(
+        "SELECT coalesce(sum(length(checkpoint) + length(metadata)), 0) FROM checkpoints "
+        "WHERE thread_id = ?",
+        (thread,),
+    ) as cursor:
+        (checkpoints,) = await cursor.fetchone()
+    async with conn.execute(
+        "SELECT coalesce(sum(length(value)), 0) FROM writes WHERE thread_id = ?", (thread,)
+    ) as cursor:
+        (writes,) = await cursor.fetchone()
+    return int(checkpoints) + int(writes)
+
+
+async def failed_run(graph: Any, n: int, thread: str) -> tuple[float, float]:
+    """Seconds of one failed run of the loop flow on ``thread``: wall clock, and CPU of the
+    process (all its threads, so aiosqlite's too; less hit by other load on the machine)."""
+    config = {"configurable": {"thread_id": thread}, "recursion_limit": n + 50}
+    gc.collect()
+    cpu = time.process_time()
+    start = time.perf_counter()
+    try:
+        await graph.ainvoke({"count": 0}, config)
+    except ComponentInvokeError:
+        pass
+    else:
+        raise AssertionError("the flow was expected to fail")
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
 async def measure_context_cell(
-    saver: str, n: int, checkpointer: Any, runs: int, extracts_per_run: int
-) -> ContextRow:
-    graph = build_failing_loop(n, checkpointer)
-    row = ContextRow(saver, n, 0)
-    threads: list[str] = []
+    saver: str, n: int, arms: list[str], checkpointers: dict[str, Any], runs: int, extracts: int
+) -> list[ContextRow]:
+    """The failed runs of every arm, interleaved run by run (order alternating), then each
+    arm's extractions, each paired with an ``aget_state`` of the same thread."""
+    graphs = {arm: build_failing_loop(n, checkpointers[arm], arm) for arm in arms}
+    rows = {arm: ContextRow(saver, n, arm, 0) for arm in arms}
+    threads: dict[str, list[str]] = {arm: [] for arm in arms}
     for i in range(runs):
-        thread = f"{saver}-{n}-{i}"
-        config = {"configurable": {"thread_id": thread}, "recursion_limit": n + 50}
-        gc.collect()
-        start = time.perf_counter()
-        try:
-            await graph.ainvoke({"count": 0}, config)
-        except ComponentInvokeError:
-            pass
-        else:
-            raise AssertionError("the flow was expected to fail")
-        row.runs.append(time.perf_counter() - start)
-        threads.append(thread)
+        for arm in arms if i % 2 == 0 else arms[::-1]:
+            thread = f"{saver}-{n}-{arm}-{i}"
+            wall, cpu = await failed_run(graphs[arm], n, thread)
+            rows[arm].runs.append(wall)
+            rows[arm].run_cpus.append(cpu)
+            threads[arm].append(thread)
+    for arm in arms:
+        await measure_extraction(rows[arm], graphs[arm], checkpointers[arm], threads[arm], extracts)
+    return list(rows.values())
+
+
+async def measure_extraction(
+    row: ContextRow, graph: Any, checkpointer: Any, threads: list[str], extracts_per_run: int
+) -> None:
+    n = row.n
     # Check once what is extracted, and count the history the extraction reads.
     ctx = await extract_flow_error_context(graph, threads[0])
     assert ctx is not None, "no failure context"
@@ -183,14 +267,24 @@ async def measure_context_cell(
     assert ctx.outputs["loop"] == {"count": n}, ctx.outputs
     history_config = {"configurable": {"thread_id": threads[0]}}
     row.checkpoints = len([s async for s in graph.aget_state_history(history_config)])
-    # Extractions: round-robin over the failed threads.
-    for _ in range(extracts_per_run):
+    row.bytes_per_checkpoint = await stored_bytes(checkpointer, threads[0]) / row.checkpoints
+    # Extractions: round-robin over the failed threads; each paired with an aget_state of
+    # the same thread (order alternating), the floor any reading of the failure pays.
+    for repeat in range(extracts_per_run):
         for thread in threads:
-            gc.collect()
-            start = time.perf_counter()
-            await extract_flow_error_context(graph, thread)
-            row.extracts.append(time.perf_counter() - start)
-    return row
+            config = {"configurable": {"thread_id": thread}}
+            pair: dict[str, float] = {}
+            for what in ("state", "extract") if repeat % 2 == 0 else ("extract", "state"):
+                gc.collect()
+                start = time.perf_counter()
+                if what == "state":
+                    await graph.aget_state(config)
+                else:
+                    await extract_flow_error_context(graph, thread)
+                pair[what] = time.perf_counter() - start
+            row.states.append(pair["state"])
+            row.extracts.append(pair["extract"])
+            row.ratios.append(pair["extract"] / pair["state"])
 
 
 def context_plan(n: int, quick: bool) -> tuple[int, int]:
@@ -202,7 +296,9 @@ def context_plan(n: int, quick: bool) -> tuple[int, int]:
     return 3, 5  # 15 extraction samples; a sqlite run of 1000 steps takes seconds
 
 
-async def run_context_part(sizes: list[int], quick: bool, deadline: Deadline) -> list[ContextRow]:
+async def run_context_part(
+    sizes: list[int], arms: list[str], quick: bool, deadline: Deadline
+) -> list[ContextRow]:
     rows: list[ContextRow] = []
     with tempfile.TemporaryDirectory(prefix="bench_flow_") as tmp:
         for saver in SAVERS:
@@ -212,30 +308,38 @@ async def run_context_part(sizes: list[int], quick: bool, deadline: Deadline) ->
                     continue
                 runs, extracts = context_plan(n, quick)
                 async with AsyncExitStack() as stack:
-                    if saver == "memory":
-                        checkpointer: Any = InMemorySaver()
-                    else:
-                        path = os.path.join(tmp, f"checkpoints-{n}.sqlite")
-                        checkpointer = await stack.enter_async_context(
-                            AsyncSqliteSaver.from_conn_string(path)
-                        )
-                    row = await measure_context_cell(saver, n, checkpointer, runs, extracts)
-                rows.append(row)
-                print(
-                    f"  {saver:<6} N={n:<5} run {fmt_time(median(row.runs)):>10}  "
-                    f"extract {fmt_time(median(row.extracts)):>10}",
-                    flush=True,
-                )
+                    checkpointers: dict[str, Any] = {}
+                    for arm in arms:  # a saver of its own per arm
+                        if saver == "memory":
+                            checkpointers[arm] = InMemorySaver()
+                        else:
+                            path = os.path.join(tmp, f"checkpoints-{n}-{arm}.sqlite")
+                            checkpointers[arm] = await stack.enter_async_context(
+                                AsyncSqliteSaver.from_conn_string(path)
+                            )
+                    cell = await measure_context_cell(saver, n, arms, checkpointers, runs, extracts)
+                for row in cell:
+                    rows.append(row)
+                    print(
+                        f"  {saver:<6} N={n:<5} {row.arm:<8} run {fmt_time(median(row.runs)):>10}"
+                        f"  extract {fmt_time(median(row.extracts)):>10}  "
+                        f"aget_state {fmt_time(median(row.states)):>10}",
+                        flush=True,
+                    )
     return rows
 
 
 def print_context_table(rows: list[ContextRow]) -> None:
     print()
-    print("1. extract_flow_error_context vs history length  (baseline: the failed run itself)")
+    print(
+        "1. extract_flow_error_context vs history length  "
+        f"(baseline: aget_state of the same thread; target <= {fmt_time(CONTEXT_TARGET)} at "
+        "N=1000 on sqlite, flat in N)"
+    )
     header = (
-        f"{'saver':<7}{'N':>6}{'ckpts':>7}{'runs':>5}{'ext':>5}"
-        f"{'run med':>11}{'extract med':>13}{'extract p95':>13}"
-        f"{'run/step':>11}{'ext/ckpt':>11}{'extract/run':>13}"
+        f"{'saver':<7}{'N':>6}{'arm':>9}{'ckpts':>7}{'ext':>5}"
+        f"{'run med':>11}{'aget_state':>12}{'extract med':>13}{'extract p95':>13}"
+        f"{'ext/state':>11}{'extract/run':>13}{'B/ckpt':>9}"
     )
     print(header)
     print("-" * len(header))
@@ -243,26 +347,46 @@ def print_context_table(rows: list[ContextRow]) -> None:
         run = median(row.runs)
         ext = median(row.extracts)
         print(
-            f"{row.saver:<7}{row.n:>6}{row.checkpoints:>7}{len(row.runs):>5}{len(row.extracts):>5}"
-            f"{fmt_time(run):>11}{fmt_time(ext):>13}{fmt_time(p95(row.extracts)):>13}"
-            f"{fmt_time(run / (row.n + 1)):>11}{fmt_time(ext / row.checkpoints):>11}"
-            f"{ext / run:>12.3f}x"
+            f"{row.saver:<7}{row.n:>6}{row.arm:>9}{row.checkpoints:>7}{len(row.extracts):>5}"
+            f"{fmt_time(run):>11}{fmt_time(median(row.states)):>12}{fmt_time(ext):>13}"
+            f"{fmt_time(p95(row.extracts)):>13}{median(row.ratios):>10.2f}x"
+            f"{ext / run:>12.4f}x{row.bytes_per_checkpoint:>9.0f}"
         )
-    # Growth: how the extraction scales with N (1.0 per decade = linear).
-    by_saver: dict[str, list[ContextRow]] = {}
+    print(
+        "  ext/state: median of paired (extract / aget_state) on the same thread; "
+        "B/ckpt: serialized bytes the saver holds per checkpoint (checkpoint, metadata, "
+        "blobs, writes)"
+    )
+    # Growth: how the extraction scales with N (1.0 per decade = flat, 10x = linear).
+    by_arm: dict[tuple[str, str], list[ContextRow]] = {}
     for row in rows:
-        by_saver.setdefault(row.saver, []).append(row)
-    for saver, saver_rows in by_saver.items():
-        saver_rows.sort(key=lambda r: r.n)
+        by_arm.setdefault((row.saver, row.arm), []).append(row)
+    for (saver, arm), arm_rows in by_arm.items():
+        arm_rows.sort(key=lambda r: r.n)
         steps = []
-        for a, b in itertools.pairwise(saver_rows):
+        for a, b in itertools.pairwise(arm_rows):
             grow_ext = median(b.extracts) / median(a.extracts)
             grow_run = median(b.runs) / median(a.runs)
             steps.append(
-                f"N {a.n}->{b.n} ({b.n / a.n:.0f}x): extract {grow_ext:.1f}x, run {grow_run:.1f}x"
+                f"N {a.n}->{b.n} ({b.n / a.n:.0f}x): extract {grow_ext:.2f}x, run {grow_run:.1f}x"
             )
         if steps:
-            print(f"  growth {saver}: " + "; ".join(steps))
+            print(f"  growth {saver} {arm}: " + "; ".join(steps))
+    # The channel's cost per checkpoint and per run: record against history, same N.
+    pairs = {(row.saver, row.n, row.arm): row for row in rows}
+    for (saver, n, arm), row in pairs.items():
+        other = pairs.get((saver, n, "history"))
+        if arm != "record" or other is None:
+            continue
+        print(
+            f"  record vs history {saver} N={n}: bytes/checkpoint "
+            f"{row.bytes_per_checkpoint / other.bytes_per_checkpoint:.3f}x "
+            f"(+{row.bytes_per_checkpoint - other.bytes_per_checkpoint:.0f} B), failed run "
+            f"{median([a / b for a, b in zip(row.runs, other.runs, strict=True)]):.3f}x wall, "
+            f"{median([a / b for a, b in zip(row.run_cpus, other.run_cpus, strict=True)]):.3f}x "
+            "CPU (medians of interleaved pairs), extract "
+            f"{median(row.extracts) / median(other.extracts):.4f}x"
+        )
 
 
 # --------------------------------------------------------------------------- part 2
@@ -490,14 +614,67 @@ def profile_overhead(batch: int, top: int, plain_step: float) -> None:
             )
 
 
+# --------------------------------------------------------------------------- part 3
+
+
+def compile_builder_without_record(fns: list[Callable[..., Any]], checkpointer: Any) -> Any:
+    """The builder chain compiled without the completed-nodes channel."""
+    with mock.patch.object(flow_builder, "_record_completed", return_value=None):
+        graph = compile_builder(fns, checkpointer)
+    assert COMPLETED_CHANNEL not in graph.channels
+    return graph
+
+
+async def run_record_part(rounds: int, batch: int) -> None:
+    """Process CPU per invoke of the builder chain with / without the completed-nodes
+    channel, invokes interleaved one by one (order alternating between rounds)."""
+    fns = chain_functions(True)
+    print()
+    print(
+        f"3. the completed-nodes channel's own cost: builder chain of {CHAIN_LENGTH} async "
+        "nodes with / without it, process CPU per invoke (baseline: without)"
+    )
+    for saver in ("none", "memory"):
+        ratios: list[float] = []
+        per_step: dict[str, list[float]] = {"with": [], "without": []}
+        for round_ in range(rounds):
+            graphs = {
+                "with": compile_builder(fns, InMemorySaver() if saver == "memory" else None),
+                "without": compile_builder_without_record(
+                    fns, InMemorySaver() if saver == "memory" else None
+                ),
+            }
+            times: dict[str, list[float]] = {"with": [], "without": []}
+            order = ("with", "without") if round_ % 2 else ("without", "with")
+            for _ in range(batch):
+                for arm in order:
+                    config = fresh_config() if saver == "memory" else None
+                    start = time.process_time()
+                    await graphs[arm].ainvoke({"count": 0}, config)
+                    times[arm].append(time.process_time() - start)
+            ratios.append(median(times["with"]) / median(times["without"]))
+            for arm, values in times.items():
+                per_step[arm].append(median(values) / CHAIN_LENGTH)
+        lo, hi = quartiles(ratios)
+        label = "no checkpointer" if saver == "none" else "InMemorySaver"
+        print(
+            f"  {label:<16} with {median(per_step['with']) * 1e6:7.1f} µs/step, without "
+            f"{median(per_step['without']) * 1e6:7.1f} µs/step, ratio {median(ratios):.3f} "
+            f"(round IQR {lo:.3f}-{hi:.3f}, {rounds} rounds x {batch} pairs)"
+        )
+
+
 # --------------------------------------------------------------------------- main
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short run (< 15 s)")
-    parser.add_argument("--part", choices=("all", "context", "overhead"), default="all")
+    parser.add_argument("--part", choices=("all", "context", "overhead", "record"), default="all")
     parser.add_argument("--sizes", default=None, help="history lengths N (default 10,100,1000)")
+    parser.add_argument(
+        "--arms", default=",".join(ARMS), help="part 1 arms: record (channel), history (walk)"
+    )
     parser.add_argument("--batch", type=int, default=None, help="ainvokes per sample (part 2)")
     parser.add_argument("--rounds", type=int, default=None, help="max rounds (part 2)")
     parser.add_argument(
@@ -527,7 +704,8 @@ def main() -> None:
     overhead_rows: list[OverheadRow] = []
     if args.part in ("all", "context"):
         print("part 1: failure-context extraction")
-        context_rows = asyncio.run(run_context_part(sizes, quick, deadline))
+        arms = [arm for arm in args.arms.split(",") if arm]
+        context_rows = asyncio.run(run_context_part(sizes, arms, quick, deadline))
     if args.part in ("all", "overhead") and not deadline.passed():
         print("part 2: GraphBuilder vs plain StateGraph")
         overhead_rows = asyncio.run(
@@ -539,6 +717,8 @@ def main() -> None:
         plain_step = print_overhead_table(overhead_rows)
         if not args.no_profile and not deadline.passed():
             profile_overhead(20 if quick else 200, 8 if quick else 15, plain_step)
+    if args.part in ("all", "record") and not deadline.passed():
+        asyncio.run(run_record_part(4 if quick else 40, 5 if quick else 15))
     print(f"\ntotal {time.monotonic() - started:.1f} s")
 
 

@@ -45,13 +45,19 @@ from llamon_agent.core.hitl import DEFAULT_RESUME_KEY, HITLInterrupt
 from llamon_agent.core.telemetry import flow_node_span, mark_exception
 
 with requires_extra("langgraph", "llamon_agent.flow"):
+    from langchain_core.runnables import RunnableConfig
+    from langgraph._internal._runnable import RunnableCallable
+    from langgraph._internal._typing import MISSING
+    from langgraph.channels.base import BaseChannel
     from langgraph.channels.binop import BinaryOperatorAggregate
     from langgraph.checkpoint.base import BaseCheckpointSaver
-    from langgraph.errors import GraphBubbleUp, GraphInterrupt
+    from langgraph.errors import EmptyChannelError, GraphBubbleUp, GraphInterrupt
     from langgraph.graph import END, START, StateGraph
+    from langgraph.pregel._write import ChannelWrite, ChannelWriteEntry, ChannelWriteTupleEntry
     from langgraph.types import RetryPolicy, TimeoutPolicy, interrupt
 
 __all__ = [
+    "COMPLETED_CHANNEL",
     "DEFAULT_NODE_KIND",
     "END",
     "HITL_MARKER",
@@ -68,6 +74,21 @@ HITL_MARKER = "llamon.hitl"
 """Key of the interrupt value a node's ``HITLInterrupt`` becomes (read by the server)."""
 
 _KINDS_ATTRIBUTE = "llamon_node_kinds"
+_ROOT_CHANNEL = "__root__"  # LangGraph's one channel of a state that is not a TypedDict
+
+COMPLETED_CHANNEL = "llamon:completed"
+"""The checkpoint channel where a ``GraphBuilder`` flow keeps its completed nodes.
+
+Its value is ``{"since": step, "outputs": {node: output}}``: each node's latest output
+(the ``result`` its task shows in the state history) in the order the nodes first
+finished, over every step applied to the thread's state. ``since`` is the step of the
+run input that started the channel: ``0`` (a new thread's first input) when it covers
+the whole thread; a thread begun without the channel has a later ``since`` and is read
+from its history. Two cases are recorded where the history shows nothing or otherwise:
+a state written with ``update_state(..., as_node=node)`` counts as ``node`` finishing
+with that update, and in a step that runs both ``Send`` tasks and edge-triggered nodes,
+nodes are ordered as they were added.
+"""
 
 
 def merge_state(current: Any, update: Any) -> Any:
@@ -304,6 +325,164 @@ def _merge(answers: dict[str, Any], result: Any) -> Any:
     return result
 
 
+def _output(update: Sequence[Any]) -> Any:
+    """The result in a ``(node, result)`` update; ``(node,)`` stands for ``{}``."""
+    return update[1] if len(update) > 1 else {}
+
+
+class _CompletedNodes(BaseChannel[Any, tuple[str, Any], Any]):
+    """``COMPLETED_CHANNEL``: the completed nodes of the thread and their latest outputs.
+
+    Each update is ``(node, output)`` from a node that finished in the step
+    (``(node,)`` when the output is ``{}``), or ``(START, step)`` from the input of a
+    run. The outputs of one step are applied in the order the state history lists that
+    step's tasks (the nodes in the order they were added), so the first-finished order
+    and the last output match the history's.
+    """
+
+    __slots__ = ("rank", "value")
+
+    def __init__(self, rank: Mapping[str, int]) -> None:
+        super().__init__(dict)
+        self.rank = rank
+        self.value: Any = MISSING
+
+    @property
+    def ValueType(self) -> Any:  # noqa: N802 - LangGraph's channel interface
+        return dict
+
+    @property
+    def UpdateType(self) -> Any:  # noqa: N802 - LangGraph's channel interface
+        return tuple
+
+    def copy(self) -> Self:
+        copied = type(self)(self.rank)
+        copied.key = self.key
+        copied.value = self.value
+        return copied
+
+    def from_checkpoint(self, checkpoint: Any) -> Self:
+        restored = type(self)(self.rank)
+        restored.key = self.key
+        if isinstance(checkpoint, dict):
+            restored.value = checkpoint
+        return restored
+
+    def update(self, values: Sequence[tuple[str, Any]]) -> bool:
+        if not values:
+            return False
+        if self.value is MISSING:
+            since = next((value[1] for value in values if value[0] == START), None)
+            outputs: dict[str, Any] = {}
+        else:
+            since = self.value["since"]
+            outputs = dict(self.value["outputs"])
+        if len(values) == 1:  # one node finished in the step: nothing to order
+            if values[0][0] != START:
+                outputs[values[0][0]] = _output(values[0])
+        else:
+            last = len(self.rank)
+            finished = [update for update in values if update[0] != START]
+            for update in sorted(finished, key=lambda update: self.rank.get(update[0], last)):
+                outputs[update[0]] = _output(update)
+        self.value = {"since": since, "outputs": outputs}
+        return True
+
+    def get(self) -> Any:
+        if self.value is MISSING:
+            raise EmptyChannelError()
+        return self.value
+
+    def is_available(self) -> bool:
+        return self.value is not MISSING
+
+    def checkpoint(self) -> Any:
+        return self.value
+
+
+def _fold_writes(writes: Sequence[tuple[str, Any]]) -> dict[str, Any]:
+    """Writes per channel, several writes to one channel as ``{"$writes": [...]}`` (as
+    LangGraph shows a task's result)."""
+    folded: dict[str, Any] = {}
+    for channel, value in writes:
+        existing = folded.get(channel)
+        if existing is None:
+            folded[channel] = value
+            continue
+        several = isinstance(existing, dict) and "$writes" in existing and len(existing) == 1
+        folded[channel] = {"$writes": [*(existing["$writes"] if several else [existing]), value]}
+    return folded
+
+
+def _task_result(writes: Sequence[tuple[str, Any]], output_keys: str | Sequence[str]) -> Any:
+    """The ``result`` the state history shows for a finished task with these writes."""
+    if isinstance(output_keys, str):
+        kept = [write for write in writes if write[0] == output_keys]
+        if len(kept) == 1:
+            return kept[0][1]
+        return _fold_writes(kept).get(output_keys) if kept else None
+    kept = [write for write in writes if write[0] in output_keys]
+    return _fold_writes(kept) if kept else {}
+
+
+def _completed_entry(
+    name: str,
+    state_writes: Callable[[Any], Sequence[tuple[str, Any]] | None],
+    output_keys: str | Sequence[str],
+) -> ChannelWriteTupleEntry:
+    """The write of node ``name``'s output to ``COMPLETED_CHANNEL`` when it finishes."""
+
+    root = output_keys == _ROOT_CHANNEL
+
+    def completed(output: Any) -> Sequence[tuple[str, Any]]:
+        if root and type(output) is dict:  # an untyped state's update is its own result
+            result: Any = output
+        else:
+            result = _task_result(state_writes(output) or (), output_keys)
+        if result is None:
+            return ()
+        # An empty result goes as ``(name,)``: ``get_graph`` runs every writer on an empty
+        # state and hashes the written values.
+        return ((COMPLETED_CHANNEL, (name, result) if result != {} else (name,)),)
+
+    return ChannelWriteTupleEntry(mapper=completed)
+
+
+def _mark_start(value: Any, config: RunnableConfig) -> Any:
+    """Tell ``COMPLETED_CHANNEL`` the step of a run's input (``0`` on a new thread)."""
+    step = (config.get("metadata") or {}).get("langgraph_step")
+    ChannelWrite.do_write(config, [ChannelWriteEntry(COMPLETED_CHANNEL, (START, step))])
+    return value
+
+
+def _record_completed(compiled: Any, names: Sequence[str]) -> None:
+    """Make ``compiled`` keep its completed nodes and their outputs in
+    ``COMPLETED_CHANNEL``, read back with the thread's latest checkpoint."""
+    nodes = compiled.nodes
+    writers = [nodes[name].writers for name in names]
+    if not all(w and isinstance(w[0], ChannelWrite) and w[0].writes for w in writers):
+        return  # not the layout this was written for: the history is read instead
+    compiled.channels[COMPLETED_CHANNEL] = _CompletedNodes(
+        {name: rank for rank, name in enumerate(names)}
+    )
+    output_keys = compiled.output_channels
+    for name, node_writers in zip(names, writers, strict=True):
+        # One more entry in the node's own state write, not another writer: no extra
+        # runnable per step.
+        first = node_writers[0]
+        entry = _completed_entry(name, first.writes[0].mapper, output_keys)
+        node_writers[0] = ChannelWrite((*first.writes, entry), tags=first.tags)
+        _forget_combined_writers(nodes[name])
+    nodes[START].writers.append(RunnableCallable(_mark_start, name="llamon_start", trace=False))
+    _forget_combined_writers(nodes[START])
+
+
+def _forget_combined_writers(node: Any) -> None:
+    """Drop what a ``PregelNode`` built from its writers, should anything have read it."""
+    for cached in ("flat_writers", "node"):
+        node.__dict__.pop(cached, None)
+
+
 class GraphBuilder:
     """A fluent builder over LangGraph's ``StateGraph`` that records each node's kind."""
 
@@ -365,4 +544,5 @@ class GraphBuilder:
         """
         compiled = self._graph.compile(checkpointer=checkpointer, name=self.name, **kwargs)
         setattr(compiled, _KINDS_ATTRIBUTE, dict(self._kinds))
+        _record_completed(compiled, list(self._kinds))
         return compiled
