@@ -45,6 +45,7 @@ plain one and nothing is handed on.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -66,16 +67,27 @@ _ENQUEUE: Callable[[EventQueue, Event], Awaitable[None]] = _untraced(EventQueue.
 _DEQUEUE: Callable[[EventQueue, bool], Awaitable[Event]] = _untraced(EventQueue.dequeue_event)
 _TASK_DONE: Callable[[EventQueue], None] = _untraced(EventQueue.task_done)
 _NO_OP_PROVIDERS = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
-_tracing_seen = False
+_tracing_seen = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ  # provider named by environment
 
 
 def _tracing() -> bool:
     """Whether spans are recorded: a tracer provider other than the no-op default is set
-    (once set, it stays: OpenTelemetry sets the global provider only once)."""
+    (once set, it stays: OpenTelemetry sets the global provider only once).
+
+    Reads OpenTelemetry's global slot when it has one (``get_tracer_provider`` looks the
+    environment up on every call); a provider named by ``OTEL_PYTHON_TRACER_PROVIDER``
+    counts as set from the start.
+    """
     global _tracing_seen  # a one-way latch, read on every event
     if not _tracing_seen:
-        _tracing_seen = not isinstance(trace.get_tracer_provider(), _NO_OP_PROVIDERS)
+        provider = getattr(trace, "_TRACER_PROVIDER", _UNKNOWN)
+        if provider is _UNKNOWN:
+            provider = trace.get_tracer_provider()
+        _tracing_seen = provider is not None and not isinstance(provider, _NO_OP_PROVIDERS)
     return _tracing_seen
+
+
+_UNKNOWN = object()
 
 
 class _TaskQueue(EventQueue):
