@@ -216,8 +216,11 @@ async def one_round(
         open_s = time.perf_counter() - started
         rss_open, fds = rss_mib(server.pid), fd_count(server.pid)
         shared.steady[0] = True
+        held_cpu0 = loadgen.process_cpu(server.pid) or 0.0
         peak = await peak_rss(server.pid, args.hold)
+        held_cpu = (loadgen.process_cpu(server.pid) or 0.0) - held_cpu0
         shared.steady[0] = False
+        held_ticks = len(shared.delays)
         release_all(release)
         released = time.perf_counter()
         await shared.ended.done.wait()
@@ -237,6 +240,8 @@ async def one_round(
         "drain_s": drain_s,
         "ticks": sum(e.ticks for e in ends),
         "delay_ms": delay_summary(shared.delays),
+        "held_cpu_ms_per_tick": held_cpu * 1000 / held_ticks if held_ticks else None,
+        "held_ticks_per_s": held_ticks / args.hold,
         "rss_open_mib": rss_open,
         "rss_peak_mib": max(peak, rss_open),
         "rss_after_mib": rss_mib(server.pid),
@@ -313,14 +318,16 @@ def report(results: list[dict[str, Any]]) -> None:
                   f"{r['fds_open']:>5} {r['server_cpu_s']:>6.1f}")  # fmt: skip
             previous = r["rss_after_mib"]
     print("\nchunk delay while held (receive - tick stamp), ms:")
-    print(f"{'server':<8} {'round':>5} {'ticks':>6} {'p50':>7} {'p90':>7} {'p99':>7} {'max':>7}")
+    print(f"{'server':<8} {'round':>5} {'ticks':>6} {'p50':>7} {'p90':>7} {'p99':>7} {'max':>7}"
+          f" {'ticks/s':>7} {'cpu ms/tick':>11}")  # fmt: skip
     for result in results:
         for index, r in enumerate(result["rounds"]):
             d = r["delay_ms"]
             if not d["n"]:
                 continue
             print(f"{result['variant']:<8} {index:>5} {d['n']:>6} {d['p50']:>7.1f} "
-                  f"{d['p90']:>7.1f} {d['p99']:>7.1f} {d['max']:>7.1f}")  # fmt: skip
+                  f"{d['p90']:>7.1f} {d['p99']:>7.1f} {d['max']:>7.1f} "
+                  f"{r['held_ticks_per_s']:>7.0f} {r['held_cpu_ms_per_tick']:>11.3f}")  # fmt: skip
     llamon = next((r for r in results if r["variant"] == "llamon"), None)
     raw = next((r for r in results if r["variant"] == "raw"), None)
     if llamon and raw:
