@@ -2,8 +2,10 @@
 
     PYTHONPATH=src python bench/bench_open_streams.py [--quick] [--streams 1000] [--rounds 3]
         [--store postgres|sqlite] [--every 60000] [--hold 5] [--json FILE]
+    PYTHONPATH=src python bench/bench_open_streams.py --store sqlite --every 1000 --hold 10
+        (chunk delay at 1,000 ticks per second)
 
-What runs, one server at a time, each started fresh:
+What runs, each server started fresh:
 
 ``llamon``  ``llamon serve bench/ticking_agent.py:agent`` as in production: ``--store
             postgres`` on a throwaway schema (``LLAMON_TEST_POSTGRES_DSN``, default
@@ -24,6 +26,13 @@ with all streams open (and its peak while held), and after they closed and ``--s
 passed ("after"); "growth" is each round's "after" minus the one before it, which stays
 near zero when memory is bounded. Also shown: the server's open file descriptors with the
 streams open, and its CPU seconds per round. The exit status is 1 if a stream failed.
+
+Chunk delay: every tick received while the streams are held (all open, none released) gives
+the client's ``time.time_ns()`` minus the tick's stamp (same machine, same clock); p50 /
+p90 / p99 / max per server and round, with the ticks received per second and the server's
+CPU milliseconds per tick over the same window. ``--every 1000`` makes the load 1,000 ticks
+per second. With several variants, each variant's server is started (and warmed up) first,
+then the rounds alternate between them, so a change of the machine's load falls on both.
 
 The client is ``loadgen.Connection.events()`` (raw asyncio HTTP/1.1, no client library);
 the open-file limit is raised to ``FD_LIMIT`` (the servers inherit it).
