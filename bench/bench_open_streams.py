@@ -2,8 +2,10 @@
 
     PYTHONPATH=src python bench/bench_open_streams.py [--quick] [--streams 1000] [--rounds 3]
         [--store postgres|sqlite] [--every 60000] [--hold 5] [--json FILE]
+    PYTHONPATH=src python bench/bench_open_streams.py --store sqlite --every 1000 --hold 10
+        (chunk delay at 1,000 ticks per second)
 
-What runs, one server at a time, each started fresh:
+What runs, each server started fresh:
 
 ``llamon``  ``llamon serve bench/ticking_agent.py:agent`` as in production: ``--store
             postgres`` on a throwaway schema (``LLAMON_TEST_POSTGRES_DSN``, default
@@ -25,6 +27,13 @@ passed ("after"); "growth" is each round's "after" minus the one before it, whic
 near zero when memory is bounded. Also shown: the server's open file descriptors with the
 streams open, and its CPU seconds per round. The exit status is 1 if a stream failed.
 
+Chunk delay: every tick received while the streams are held (all open, none released) gives
+the client's ``time.time_ns()`` minus the tick's stamp (same machine, same clock); p50 /
+p90 / p99 / max per server and round, with the ticks received per second and the server's
+CPU milliseconds per tick over the same window. ``--every 1000`` makes the load 1,000 ticks
+per second. With several variants, each variant's server is started (and warmed up) first,
+then the rounds alternate between them, so a change of the machine's load falls on both.
+
 The client is ``loadgen.Connection.events()`` (raw asyncio HTTP/1.1, no client library);
 the open-file limit is raised to ``FD_LIMIT`` (the servers inherit it).
 """
@@ -33,16 +42,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
+import re
 import sys
 import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,22 +70,33 @@ FD_LIMIT = 8192
 ROUND_TIMEOUT = 600.0
 
 
+TICK_NS = re.compile(rb'"ns":\s*(\d+)')
+
+
 @dataclass
 class StreamEnd:
-    """How one stream went: its tick events, whether it ended ``completed``, the problem."""
+    """How one stream went: its tick events, whether it ended ``completed``, the problem;
+    with ``delays`` given, each tick's delay (ms, receive time minus the tick's stamp) is
+    appended to it while ``steady[0]`` is true (all streams open, none released)."""
 
     task_id: str | None = None
     opened: bool = False
     ticks: int = 0
     completed: bool = False
     error: str | None = None
+    delays: list[float] | None = None
+    steady: list[bool] | None = None
 
     def note(self, data: bytes) -> None:
         if self.task_id is None and b'"kind":"task"' in data:
             self.task_id = str(json.loads(data)["result"]["id"])
         if b'"artifact-update"' in data:
+            received = time.time_ns()
             self.ticks += 1
             self.opened = True
+            stamp = TICK_NS.search(data)
+            if stamp and self.delays is not None and self.steady and self.steady[0]:
+                self.delays.append((received - int(stamp[1])) / 1e6)
         self.completed = b'"state":"completed"' in data
 
 
@@ -102,6 +124,8 @@ class Round:
     opened: Countdown
     ended: Countdown
     closed: asyncio.Event
+    delays: list[float] = field(default_factory=list)
+    steady: list[bool] = field(default_factory=lambda: [False])
 
 
 def stream_body(text: str) -> bytes:
@@ -124,7 +148,7 @@ async def hold_one(port: int, text: str, shared: Round) -> StreamEnd:
     """One stream: opened under the gate until its first tick, read to its end; its
     connection is closed once ``shared.closed`` is set. Counted in ``opened`` and ``ended``
     exactly once each, also when it fails."""
-    end = StreamEnd()
+    end = StreamEnd(delays=shared.delays, steady=shared.steady)
     conn = loadgen.Connection("127.0.0.1", port)
     try:
         async with shared.gate:
@@ -149,6 +173,16 @@ async def hold_one(port: int, text: str, shared: Round) -> StreamEnd:
     finally:
         conn.close()
     return end
+
+
+def delay_summary(delays: list[float]) -> dict[str, float | int | None]:
+    """Count, p50, p90, p99 and max of the chunk delays (ms) of the held phase."""
+    ordered = sorted(delays)
+    summary: dict[str, float | int | None] = {"n": len(ordered)}
+    for name, q in (("p50", 0.50), ("p90", 0.90), ("p99", 0.99)):
+        summary[name] = ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else None
+    summary["max"] = ordered[-1] if ordered else None
+    return summary
 
 
 def fd_count(pid: int) -> int:
@@ -190,7 +224,12 @@ async def one_round(
         await shared.opened.done.wait()
         open_s = time.perf_counter() - started
         rss_open, fds = rss_mib(server.pid), fd_count(server.pid)
+        shared.steady[0] = True
+        held_cpu0 = loadgen.process_cpu(server.pid) or 0.0
         peak = await peak_rss(server.pid, args.hold)
+        held_cpu = (loadgen.process_cpu(server.pid) or 0.0) - held_cpu0
+        shared.steady[0] = False
+        held_ticks = len(shared.delays)
         release_all(release)
         released = time.perf_counter()
         await shared.ended.done.wait()
@@ -209,6 +248,9 @@ async def one_round(
         "open_s": open_s,
         "drain_s": drain_s,
         "ticks": sum(e.ticks for e in ends),
+        "delay_ms": delay_summary(shared.delays),
+        "held_cpu_ms_per_tick": held_cpu * 1000 / held_ticks if held_ticks else None,
+        "held_ticks_per_s": held_ticks / args.hold,
         "rss_open_mib": rss_open,
         "rss_peak_mib": max(peak, rss_open),
         "rss_after_mib": rss_mib(server.pid),
@@ -237,24 +279,39 @@ def start(variant: str, args: argparse.Namespace) -> AbstractAsyncContextManager
     return llamon_server(args) if variant == "llamon" else a2a_variant("raw-hold")
 
 
-async def measure_variant(variant: str, args: argparse.Namespace, home: Path) -> dict[str, Any]:
-    """Start ``variant``'s server, a warm-up round, then ``--rounds`` measured rounds."""
-    async with start(variant, args) as server:
-        idle = rss_mib(server.pid)
-        warm = await one_round(server, args.warmup, args, home / f"{variant}-warm")
-        before = warm["rss_after_mib"]
-        print(f"{variant}: idle {idle:.1f} MiB, after a {args.warmup}-stream warm-up "
-              f"{before:.1f} MiB ({warm['failed']} failed)", flush=True)  # fmt: skip
-        rounds = []
+async def measure_variants(args: argparse.Namespace, home: Path) -> list[dict[str, Any]]:
+    """Start every variant's server, a warm-up round on each, then ``--rounds`` measured
+    rounds interleaved (round i of each variant before round i + 1 of any), so a change of
+    the machine's load falls on both."""
+    async with contextlib.AsyncExitStack() as stack:
+        results: list[dict[str, Any]] = []
+        servers: list[Proc] = []
+        for variant in args.variants:
+            server = await stack.enter_async_context(start(variant, args))
+            servers.append(server)
+            idle = rss_mib(server.pid)
+            warm = await one_round(server, args.warmup, args, home / f"{variant}-warm")
+            before = warm["rss_after_mib"]
+            print(f"{variant}: idle {idle:.1f} MiB, after a {args.warmup}-stream warm-up "
+                  f"{before:.1f} MiB ({warm['failed']} failed)", flush=True)  # fmt: skip
+            results.append({"variant": variant, "idle_mib": idle, "before_mib": before,
+                            "rounds": []})  # fmt: skip
         for index in range(args.rounds):
-            result = await one_round(server, args.streams, args, home / f"{variant}-{index}")
-            rounds.append(result)
-            print(f"  round {index}: {result['completed']}/{result['streams']} completed "
-                  f"({result['tasks']} tasks), "
-                  f"open in {result['open_s']:.2f} s, RSS open {result['rss_open_mib']:.1f} "
-                  f"after {result['rss_after_mib']:.1f} MiB, {result['fds_open']} fds, "
-                  f"{Machine.load()}", flush=True)  # fmt: skip
-    return {"variant": variant, "idle_mib": idle, "before_mib": before, "rounds": rounds}
+            for server, result in zip(servers, results, strict=True):
+                variant = result["variant"]
+                r = await one_round(server, args.streams, args, home / f"{variant}-{index}")
+                result["rounds"].append(r)
+                d = r["delay_ms"]
+                delay = (
+                    f"chunk delay p50 {d['p50']:.1f} p99 {d['p99']:.1f} ms ({d['n']} ticks), "
+                    if d["n"]
+                    else ""
+                )
+                print(f"  {variant} round {index}: {r['completed']}/{r['streams']} completed "
+                      f"({r['tasks']} tasks), open in {r['open_s']:.2f} s, {delay}"
+                      f"RSS open {r['rss_open_mib']:.1f} after {r['rss_after_mib']:.1f} MiB, "
+                      f"{r['fds_open']} fds, {Machine.load()}", flush=True)  # fmt: skip
+    return results
 
 
 def report(results: list[dict[str, Any]]) -> None:
@@ -269,6 +326,17 @@ def report(results: list[dict[str, Any]]) -> None:
                   f"{r['rss_peak_mib']:>7.1f} {r['rss_after_mib']:>7.1f} {growth:>+7.1f} "
                   f"{r['fds_open']:>5} {r['server_cpu_s']:>6.1f}")  # fmt: skip
             previous = r["rss_after_mib"]
+    print("\nchunk delay while held (receive - tick stamp), ms:")
+    print(f"{'server':<8} {'round':>5} {'ticks':>6} {'p50':>7} {'p90':>7} {'p99':>7} {'max':>7}"
+          f" {'ticks/s':>7} {'cpu ms/tick':>11}")  # fmt: skip
+    for result in results:
+        for index, r in enumerate(result["rounds"]):
+            d = r["delay_ms"]
+            if not d["n"]:
+                continue
+            print(f"{result['variant']:<8} {index:>5} {d['n']:>6} {d['p50']:>7.1f} "
+                  f"{d['p90']:>7.1f} {d['p99']:>7.1f} {d['max']:>7.1f} "
+                  f"{r['held_ticks_per_s']:>7.0f} {r['held_cpu_ms_per_tick']:>11.3f}")  # fmt: skip
     llamon = next((r for r in results if r["variant"] == "llamon"), None)
     raw = next((r for r in results if r["variant"] == "raw"), None)
     if llamon and raw:
@@ -283,7 +351,7 @@ def report(results: list[dict[str, Any]]) -> None:
 
 async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="llamon-open-") as home:
-        return [await measure_variant(v, args, Path(home)) for v in args.variants]
+        return await measure_variants(args, Path(home))
 
 
 def main(args: argparse.Namespace) -> int:

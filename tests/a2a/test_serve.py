@@ -12,7 +12,7 @@ import pytest
 
 from llamon_agent.a2a.card import lint_agent_card
 from llamon_agent.a2a.serve import ServeOptions, default_card, serve_agent
-from llamon_agent.a2a.server import create_app, freeze_startup_heap
+from llamon_agent.a2a.server import GC_THRESHOLDS, create_app, freeze_startup_heap
 from tests._support.a2a_server import a2a_client, make_card, running_server, send, user_message
 
 
@@ -51,6 +51,20 @@ def test_freezing_happens_once_per_process() -> None:
     frozen = gc.get_freeze_count()
     freeze_startup_heap()  # a second app in the same process: nothing more is frozen
     assert gc.get_freeze_count() == frozen
+
+
+def test_startup_raises_default_gc_thresholds_and_keeps_chosen_ones() -> None:
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        freeze_startup_heap()
+        assert gc.get_threshold() == GC_THRESHOLDS
+        gc.unfreeze()
+        gc.set_threshold(5_000, 20, 20)  # the process chose its own: kept
+        freeze_startup_heap()
+        assert gc.get_threshold() == (5_000, 20, 20)
+    finally:
+        gc.set_threshold(*before)
 
 
 async def test_serve_agent_passes_its_option_on() -> None:
