@@ -9,6 +9,7 @@ from a2a.server.events import EventConsumer
 from a2a.types import TaskState, TaskStatus, TaskStatusUpdateEvent
 
 from llamon_agent.a2a.queues import LlamonQueueManager
+from llamon_agent.core.telemetry import tracer_provider_set
 
 
 def _status(state: TaskState, *, final: bool) -> TaskStatusUpdateEvent:
@@ -47,10 +48,12 @@ async def test_a_tap_of_an_open_queue_receives_its_own_copy_of_later_events() ->
 async def test_a_run_queue_delivers_the_same_with_and_without_a_tracer_provider(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import llamon_agent.a2a.queues as queues
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
 
-    for traced in (False, True):
-        monkeypatch.setattr(queues, "_tracing_seen", traced)
+    for provider in (None, TracerProvider()):
+        monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
+        assert tracer_provider_set() is (provider is not None)
         manager = LlamonQueueManager()
         queue = await manager.create("t-1")
         working = _status(TaskState.working, final=False)
@@ -59,20 +62,3 @@ async def test_a_run_queue_delivers_the_same_with_and_without_a_tracer_provider(
         await queue.enqueue_event(done)
         assert await asyncio.wait_for(_read_all(EventConsumer(queue)), 5) == [working, done]
         assert queue.is_closed()
-
-
-def test_spans_are_skipped_only_while_no_tracer_provider_is_set(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from opentelemetry import trace
-    from opentelemetry.sdk.trace import TracerProvider
-
-    import llamon_agent.a2a.queues as queues
-
-    monkeypatch.setattr(queues, "_tracing_seen", False)
-    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
-    assert not queues._tracing()
-    monkeypatch.setattr(trace, "_TRACER_PROVIDER", TracerProvider())
-    assert queues._tracing()
-    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
-    assert queues._tracing()  # a provider once set stays set

@@ -7,9 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.trace import SpanKind, StatusCode
 
-from llamon_agent.core.telemetry import invoke_agent_span, mark_exception
+from llamon_agent.core.telemetry import invoke_agent_span, mark_exception, tracer_provider_set
 from llamon_agent.exceptions import ComponentInvokeError
 from llamon_agent.loop import ModelResponse, ScriptedModel, ToolRegistry, run_loop, tool, tool_call
 from tests._support.otel import span_exporter, span_texts, spans_named
@@ -155,3 +156,19 @@ def test_mark_exception_uses_the_one_table_and_never_the_text() -> None:
         StatusCode.ERROR,
         "runtime_error",
     )
+
+
+def test_a_tracer_provider_is_set_exactly_while_the_api_holds_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
+    assert not tracer_provider_set()
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", TracerProvider())
+    assert tracer_provider_set()
+    monkeypatch.delattr(trace, "_TRACER_PROVIDER")  # an API without that global: asked
+    monkeypatch.setattr(trace, "get_tracer_provider", trace.ProxyTracerProvider)
+    assert not tracer_provider_set()
+    monkeypatch.setattr(trace, "get_tracer_provider", TracerProvider)
+    assert tracer_provider_set()

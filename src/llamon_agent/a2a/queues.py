@@ -45,7 +45,6 @@ plain one and nothing is handed on.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -53,7 +52,8 @@ from typing import Any
 from a2a.server.events import EventQueue, InMemoryQueueManager
 from a2a.server.events.event_queue import Event
 from a2a.server.events.queue_manager import NoTaskQueue, TaskQueueExists
-from opentelemetry import trace
+
+from llamon_agent.core.telemetry import tracer_provider_set
 
 __all__ = ["LlamonQueueManager", "Post", "abandon_queue"]
 
@@ -66,28 +66,6 @@ def _untraced(method: Any) -> Any:
 _ENQUEUE: Callable[[EventQueue, Event], Awaitable[None]] = _untraced(EventQueue.enqueue_event)
 _DEQUEUE: Callable[[EventQueue, bool], Awaitable[Event]] = _untraced(EventQueue.dequeue_event)
 _TASK_DONE: Callable[[EventQueue], None] = _untraced(EventQueue.task_done)
-_NO_OP_PROVIDERS = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
-_tracing_seen = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ  # provider named by environment
-
-
-def _tracing() -> bool:
-    """Whether spans are recorded: a tracer provider other than the no-op default is set
-    (once set, it stays: OpenTelemetry sets the global provider only once).
-
-    Reads OpenTelemetry's global slot when it has one (``get_tracer_provider`` looks the
-    environment up on every call); a provider named by ``OTEL_PYTHON_TRACER_PROVIDER``
-    counts as set from the start.
-    """
-    global _tracing_seen  # a one-way latch, read on every event
-    if not _tracing_seen:
-        provider = getattr(trace, "_TRACER_PROVIDER", _UNKNOWN)
-        if provider is _UNKNOWN:
-            provider = trace.get_tracer_provider()
-        _tracing_seen = provider is not None and not isinstance(provider, _NO_OP_PROVIDERS)
-    return _tracing_seen
-
-
-_UNKNOWN = object()
 
 
 class _TaskQueue(EventQueue):
@@ -96,20 +74,20 @@ class _TaskQueue(EventQueue):
 
     async def enqueue_event(self, event: Event) -> None:
         """Put ``event`` on this queue and its taps (a2a-sdk's, see the class)."""
-        if _tracing():
+        if tracer_provider_set():
             await super().enqueue_event(event)
         else:
             await _ENQUEUE(self, event)
 
     async def dequeue_event(self, no_wait: bool = False) -> Event:
         """The next event (a2a-sdk's, see the class)."""
-        if _tracing():
+        if tracer_provider_set():
             return await super().dequeue_event(no_wait)
         return await _DEQUEUE(self, no_wait)
 
     def task_done(self) -> None:
         """Mark one dequeued event handled (a2a-sdk's, see the class)."""
-        if _tracing():
+        if tracer_provider_set():
             super().task_done()
         else:
             _TASK_DONE(self)

@@ -108,10 +108,29 @@ __all__ = [
     "tool_span",
     "trace_carrier",
     "trace_id_of",
+    "tracer_provider_set",
 ]
 
 INSTRUMENTATION_NAME: Final = "llamon_agent"
 """The tracer's and the meter's name."""
+
+_UNREADABLE: Final = object()
+
+
+def tracer_provider_set() -> bool:
+    """Whether an OpenTelemetry tracer provider is installed for the process.
+
+    Without one, every span started anywhere (llamon's, a2a-sdk's) records nothing, so
+    hot paths may skip starting spans that would change nothing. Reads the API's own
+    global, as its proxy tracer does (no environment lookup per call); a provider named by
+    ``OTEL_PYTHON_TRACER_PROVIDER`` is installed when this module gets its tracer. When
+    that global is not there, ``get_tracer_provider`` answers.
+    """
+    installed = getattr(trace, "_TRACER_PROVIDER", _UNREADABLE)
+    if installed is _UNREADABLE:
+        return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    return installed is not None
+
 
 # -- attribute names (GenAI semantic conventions, then llamon's own) ------------------------
 OPERATION_NAME: Final = "gen_ai.operation.name"

@@ -11,30 +11,19 @@ is started as ``core.telemetry`` makes it.
 
 from __future__ import annotations
 
-from typing import Final
-
 from opentelemetry import trace
-from opentelemetry.trace import NonRecordingSpan, ProxyTracerProvider, Span
+from opentelemetry.trace import NonRecordingSpan, Span
+
+from llamon_agent.core.telemetry import tracer_provider_set
 
 __all__ = ["idle_span"]
-
-_UNREADABLE: Final = object()
 
 
 def idle_span() -> Span | None:
     """The current span when a span started now would be that same span (no tracer
-    provider installed, the current span records nothing); None when the span must be
-    started.
-
-    "No provider installed" is what the API's proxy tracer reads to choose its no-op
-    tracer (the API's global provider is unset), or ``get_tracer_provider`` answering its
-    proxy when that global is not readable.
-    """
-    installed = getattr(trace, "_TRACER_PROVIDER", _UNREADABLE)
-    if installed is _UNREADABLE:
-        if not isinstance(trace.get_tracer_provider(), ProxyTracerProvider):
-            return None
-    elif installed is not None:
+    provider installed: ``core.telemetry.tracer_provider_set``; the current span records
+    nothing); None when the span must be started."""
+    if tracer_provider_set():
         return None
     span = trace.get_current_span()
     return span if isinstance(span, NonRecordingSpan) else None
