@@ -35,7 +35,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Annotated, Any, Self
+from typing import TYPE_CHECKING, Annotated, Any, Self
 
 from llamon_agent._extras import requires_extra
 from llamon_agent.core.codes import Stage
@@ -45,7 +45,6 @@ from llamon_agent.core.hitl import DEFAULT_RESUME_KEY, HITLInterrupt
 from llamon_agent.core.telemetry import flow_node_span, mark_exception
 
 with requires_extra("langgraph", "llamon_agent.flow"):
-    from langchain_core.runnables import RunnableConfig
     from langgraph._internal._runnable import RunnableCallable
     from langgraph._internal._typing import MISSING
     from langgraph.channels.base import BaseChannel
@@ -55,6 +54,9 @@ with requires_extra("langgraph", "llamon_agent.flow"):
     from langgraph.graph import END, START, StateGraph
     from langgraph.pregel._write import ChannelWrite, ChannelWriteEntry, ChannelWriteTupleEntry
     from langgraph.types import RetryPolicy, TimeoutPolicy, interrupt
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
 
 __all__ = [
     "COMPLETED_CHANNEL",
