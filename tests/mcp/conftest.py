@@ -56,13 +56,14 @@ class HttpServer:
 
 @contextlib.asynccontextmanager
 async def serving(
-    server: MCPServer, *, wrap: Callable[[Any], Any] | None = None
+    server: MCPServer, *, wrap: Callable[[Any], Any] | None = None, port: int = 0
 ) -> AsyncIterator[HttpServer]:
-    """``server`` over streamable HTTP on 127.0.0.1, served by uvicorn in this loop
-    (its ASGI app passed through ``wrap`` first, when given)."""
+    """``server`` over streamable HTTP on 127.0.0.1 (a free port, or ``port``: the same
+    URL again after a stop), served by uvicorn in this loop (its ASGI app passed through
+    ``wrap`` first, when given)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind(("127.0.0.1", port))
     sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
     port = sock.getsockname()[1]
     app = server.streamable_http_app(host="127.0.0.1")

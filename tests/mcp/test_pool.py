@@ -4,22 +4,18 @@ streamable HTTP on 127.0.0.1, while each request keeps its own failure budget.""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
-import socket
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 
 from llamon_agent.mcp import MCPConnectionPool, MCPTool, MCPToolLoader, unavailable_text
 from llamon_agent.mcp.loader import _Pooled
 from mcp import Client
-from tests.mcp.conftest import HttpServer, free_port, serving
+from tests.mcp.conftest import free_port, serving
 from tests.mcp.servers import build_test_server
 
 LIMIT_S = 10.0
@@ -41,25 +37,6 @@ def listings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(Client, "list_tools", counting)
     return seen
-
-
-@contextlib.asynccontextmanager
-async def serving_on(server: MCPServer, port: int) -> AsyncIterator[HttpServer]:
-    """``server`` over streamable HTTP on 127.0.0.1:``port`` (so a restart keeps the URL)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    sock.listen(128)
-    app = server.streamable_http_app(host="127.0.0.1")
-    http = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
-    )
-    task = asyncio.create_task(http.serve(sockets=[sock]))
-    running = HttpServer(f"http://127.0.0.1:{port}/mcp", http, task, sock)
-    try:
-        yield running
-    finally:
-        await running.stop()
 
 
 async def test_requests_share_one_connection_and_one_listing(
@@ -141,7 +118,7 @@ async def test_a_broken_connection_is_reopened_and_budgets_stay_per_request(
 ) -> None:
     port = free_port()
     async with MCPConnectionPool() as pool:
-        async with serving_on(build_test_server(), port) as http:
+        async with serving(build_test_server(), port=port) as http:
             loader = MCPToolLoader(http.url, pool=pool)
             first = loader.session()
             tools = by_name(await first.to_tools())
@@ -151,7 +128,7 @@ async def test_a_broken_connection_is_reopened_and_budgets_stay_per_request(
             failed = await tools["get_book"].call({"title": "Dune"})
             assert (failed.text, failed.is_error) == (unavailable_text("get_book"), True)
             assert first.budget.failures("get_book") == 1
-        async with serving_on(build_test_server(), port):  # the server is back, same URL
+        async with serving(build_test_server(), port=port):  # the server is back, same URL
             second = loader.session()
             async with second as others:
                 assert second.budget.failures("get_book") == 0  # its own budget
