@@ -4,9 +4,10 @@ What the caller sees:
 
 * ``await open_sqlite_catalog(None, home=...)`` opens (creating if needed)
   ``<home>/catalog.db`` (``home`` defaults to ``LLAMON_HOME``, else ``~/.llamon``);
-  ``open_sqlite_catalog("sqlite:///path/to/file.db")`` opens that file instead. Writes go
-  through one writer thread that commits concurrent writes together, reads through a
-  reader thread (``a2a.stores.sqlite_db.SQLiteDatabase``); neither blocks the event loop.
+  ``open_sqlite_catalog("sqlite:///path/to/file.db")`` opens that file instead. Writes are
+  committed together in batches, on the event loop while the file is free, else on a
+  writer thread; reads run on a reader thread (``a2a.stores.sqlite_db.SQLiteDatabase``).
+  Nothing waits for a lock on the event loop.
 * The schema version is ``PRAGMA user_version`` (``CATALOG_SQLITE_SCHEMA_VERSION``): a
   file written by a newer llamon is refused with ``ValueError``, one line naming the file
   and both versions; an older file is brought up to date.

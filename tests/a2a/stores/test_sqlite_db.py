@@ -1,16 +1,19 @@
 """``SQLiteDatabase`` on its own: group commit, a failing write fails alone, reads beside
-a writer, close, and open errors. A one-table schema stands in for the stores'."""
+a writer, where a write commits (the event loop or the writer thread), close, and open
+errors. A one-table schema stands in for the stores'."""
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from llamon_agent.a2a.stores.sqlite_db import (
+    LOOP_BATCH_BYTES,
     SQLITE_BUSY_TIMEOUT_MS,
     SQLiteDatabase,
     fetch_all,
@@ -119,3 +122,111 @@ async def test_what_prepare_raises_is_raised(tmp_path: Path) -> None:
 
     with pytest.raises(ValueError, match="is not ours"):
         await SQLiteDatabase.open(tmp_path / "notes.db", prepare=refuse)
+
+
+# --- where a write commits: the event loop while the file is free, else the writer thread ---
+
+
+async def test_a_write_on_a_free_file_commits_on_the_event_loop(
+    database: SQLiteDatabase, tmp_path: Path
+) -> None:
+    await database.write((INSERT, (1, "on the loop")))
+
+    assert (database.loop_commits, database.commits, database.writes) == (1, 1, 1)
+    with sqlite3.connect(tmp_path / "notes.db") as other:  # committed, as another process sees
+        assert other.execute("SELECT body FROM notes").fetchall() == [("on the loop",)]
+
+
+async def test_the_loops_connection_never_waits_for_a_lock(database: SQLiteDatabase) -> None:
+    settings = await database.read(
+        lambda connection: (
+            threading.current_thread() is threading.main_thread(),
+            connection.execute("PRAGMA busy_timeout").fetchone()[0],
+            connection.execute("PRAGMA wal_autocheckpoint").fetchone()[0],
+        ),
+        small=True,
+    )
+    assert settings == (True, 0, 0)  # on the loop; no busy wait; checkpoints by the writer
+
+
+async def test_a_read_not_marked_small_runs_on_the_reader_thread(
+    database: SQLiteDatabase,
+) -> None:
+    name = await database.read(lambda connection: threading.current_thread().name)
+    assert name == "llamon-sqlite-reader"
+
+
+async def test_a_write_while_another_process_holds_the_lock_waits_on_the_writer_thread(
+    database: SQLiteDatabase, tmp_path: Path
+) -> None:
+    other = sqlite3.connect(tmp_path / "notes.db", isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+        write = asyncio.create_task(database.write((INSERT, (1, "after the lock"))))
+        for _ in range(5):  # a few turns of the loop: the write tries the file, finds it locked
+            await asyncio.sleep(0)
+        # the loop is not blocked: a small read is answered while the write waits
+        assert await database.read(fetch_all("SELECT body FROM notes", ()), small=True) == []
+        assert not write.done()
+        other.execute("COMMIT")
+        await asyncio.wait_for(write, WAIT)
+    finally:
+        other.close()
+
+    assert database.loop_commits == 0  # the writer thread committed it
+    assert await _bodies(database) == ["after the lock"]
+    await database.write((INSERT, (2, "next")))  # the file is free again: back on the loop
+    assert database.loop_commits == 1
+
+
+async def test_writes_commit_in_the_order_they_were_made(database: SQLiteDatabase) -> None:
+    upsert = "INSERT INTO notes (id, body) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET body = ?"
+    started, release = threading.Event(), threading.Event()
+
+    def slow(connection: sqlite3.Connection) -> None:
+        started.set()
+        release.wait(WAIT)
+        connection.execute(upsert, ("first", "first"))
+
+    first = asyncio.create_task(database.write_returning(slow))
+    await asyncio.wait_for(asyncio.to_thread(started.wait, WAIT), WAIT)
+    second = asyncio.create_task(database.write_returning(lambda c: c.execute(upsert, ("2", "2"))))
+    third = asyncio.create_task(database.write((upsert, ("third", "third"))))
+    await asyncio.sleep(0)
+    release.set()
+    await asyncio.wait_for(asyncio.gather(first, second, third), WAIT)
+
+    assert await _bodies(database) == ["third"]
+
+
+async def test_a_large_write_commits_on_the_writer_thread(database: SQLiteDatabase) -> None:
+    await database.write((INSERT, (1, "x" * (LOOP_BATCH_BYTES + 1))))
+    assert (database.loop_commits, database.commits) == (0, 1)
+
+
+async def test_a_failing_write_on_the_loop_fails_alone(database: SQLiteDatabase) -> None:
+    await database.write((INSERT, (1, "first")))
+    results = await asyncio.wait_for(
+        asyncio.gather(
+            database.write((INSERT, (2, "kept"))),
+            database.write((INSERT, (1, "same id again"))),
+            return_exceptions=True,
+        ),
+        WAIT,
+    )
+    assert results[0] is None
+    assert isinstance(results[1], sqlite3.IntegrityError)
+    assert await _bodies(database) == ["first", "kept"]
+    await database.write((INSERT, (3, "next")))  # and the next write is answered
+    assert await _bodies(database) == ["first", "kept", "next"]
+
+
+async def test_the_log_is_checkpointed_while_writes_commit_on_the_loop(
+    database: SQLiteDatabase, tmp_path: Path
+) -> None:
+    for i in range(2_000):  # one commit each; unchecked, the log would grow past 10 MB
+        await database.write((INSERT, (i, f"note {i}")))
+
+    assert database.writes == 2_000
+    assert database.loop_commits > 1_000  # most; those made during a checkpoint queue behind it
+    assert (tmp_path / "notes.db-wal").stat().st_size < 4 * 1024 * 1024

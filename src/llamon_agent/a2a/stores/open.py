@@ -7,9 +7,10 @@ What the caller sees:
   when it returns. ``await stores.close()`` releases the database connections.
 * Without arguments the kind is ``postgres`` when ``LLAMON_DATABASE_URL`` is set, else
   ``sqlite``: the file ``tasks.db`` under ``llamon_home()`` (``LLAMON_HOME`` or
-  ``~/.llamon``), served by llamon's own store (``sqlite_store``: WAL, one writer thread
-  with batched commits, a reader thread). ``memory`` keeps tasks in this process, evicting
-  finished ones past ``memory_limits`` (``memory_store``), and loses them on exit.
+  ``~/.llamon``), served by llamon's own store (``sqlite_store``: WAL, batched commits on
+  the event loop while the file is free, else on a writer thread, and a reader thread).
+  ``memory`` keeps tasks in this process, evicting finished ones past ``memory_limits``
+  (``memory_store``), and loses them on exit.
 * ``postgres``: llamon's own store on asyncpg (``postgres``, ``postgres_db``: one row per task, a
   writer with batched commits, a pool of up to 8 read connections). PostgreSQL DSNs are
   written the usual way (``postgresql://`` or ``postgres://``) and become

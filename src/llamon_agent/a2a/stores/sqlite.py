@@ -3,8 +3,9 @@
 What the caller sees:
 
 * ``SQLiteTaskStore`` and ``SQLitePushConfigStore`` are a2a-sdk's ``TaskStore`` and
-  ``PushNotificationConfigStore`` over one ``SQLiteDatabase`` (``sqlite_db``: a writer
-  thread with batched commits, a reader thread); ``open_stores("sqlite")`` builds all
+  ``PushNotificationConfigStore`` over one ``SQLiteDatabase`` (``sqlite_db``: batched
+  commits on the event loop while the file is free, else on a writer thread; lookups by
+  key on the loop, other reads on a reader thread); ``open_stores("sqlite")`` builds all
   three. Tables exist when ``open_sqlite_database`` returns.
 * ``save`` returns once the task is committed: a process killed at any moment afterwards
   (SIGKILL, OOM) still finds it on restart. Concurrent saves share commits.
@@ -219,11 +220,11 @@ class SQLiteTaskStore(TaskStore):
         def run(connection: sqlite3.Connection) -> bool:
             return connection.execute(_CLAIM_PAUSED, parameters).rowcount == 1
 
-        return await self.database.write_returning(run)
+        return await self.database.write_returning(run, small=True)
 
     async def get(self, task_id: str, context: ServerCallContext | None = None) -> Task | None:
         """The task saved last under ``task_id``, or ``None``."""
-        row = await self.database.read(fetch_one(_SELECT_TASK, (task_id,)))
+        row = await self.database.read(fetch_one(_SELECT_TASK, (task_id,)), small=True)
         return None if row is None else task_from_body(row[0])
 
     async def delete(self, task_id: str, context: ServerCallContext | None = None) -> None:
@@ -232,13 +233,13 @@ class SQLiteTaskStore(TaskStore):
 
     async def task_in_context(self, context_id: str) -> Task | None:
         """One task stored under ``context_id``, or ``None`` (one query, by an index)."""
-        row = await self.database.read(fetch_one(_SELECT_CONTEXT_TASK, (context_id,)))
+        row = await self.database.read(fetch_one(_SELECT_CONTEXT_TASK, (context_id,)), small=True)
         return None if row is None else task_from_body(row[0])
 
     async def tasks_sent_as(self, message_id: str) -> list[Task]:
         """The tasks a message with ``message_id`` started (stamped ``llamon.sent``; one
         query, by an index), of any caller."""
-        rows = await self.database.read(fetch_all(_SELECT_SENT_TASKS, (message_id,)))
+        rows = await self.database.read(fetch_all(_SELECT_SENT_TASKS, (message_id,)), small=True)
         return [task_from_body(row[0]) for row in rows]
 
     async def unfinished_task_ids(self, worker: str) -> list[str]:
@@ -270,7 +271,7 @@ class SQLitePushConfigStore(PushNotificationConfigStore):
 
     async def get_info(self, task_id: str) -> list[PushNotificationConfig]:
         """The task's configs, in the order they were first set."""
-        rows = await self.database.read(fetch_all(_SELECT_PUSH, (task_id,)))
+        rows = await self.database.read(fetch_all(_SELECT_PUSH, (task_id,)), small=True)
         configs = (self._codec.decode(task_id, config_id, payload) for config_id, payload in rows)
         return [config for config in configs if config is not None]
 

@@ -3,8 +3,8 @@
 What the caller sees:
 
 * ``SQLiteTaskEventStore(database)`` writes through the ``SQLiteDatabase`` the task store
-  uses: one batch of events is one job of the writer (one ``executemany``), joining its
-  next batched commit; reads run on the reader thread. The table and its indexes are part
+  uses: one batch of events is one write (one ``executemany``), joining the next batched
+  commit; reads run on the reader thread. The table and its indexes are part
   of the SQLite schema (``SQLITE_TASK_EVENT_SCHEMA``, created by ``open_sqlite_database``).
 * ``PostgresTaskEventStore(engine)`` uses the engine of the PostgreSQL task store; one
   batch is one transaction with one multi-row INSERT. ``await
@@ -105,7 +105,7 @@ class SQLiteTaskEventStore(TaskEventStore):
         def run(connection: sqlite3.Connection) -> None:
             connection.executemany(_INSERT, rows)
 
-        await self.database.write_returning(run)
+        await self.database.write_returning(run, small=True)
 
     async def for_task(self, task_id: str, *, limit: int = 1000) -> list[RunnerEvent]:
         """The kept events of ``task_id``, oldest first (at most the ``limit`` newest)."""
