@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from llamon_agent.core.logs import install_log_scrubbing
-from llamon_agent.core.messages import _formatted_traceback, incident_id_for
+from llamon_agent.core.messages import _exception_line, _formatted_traceback, incident_id_for
 from llamon_agent.core.scrub import scrub_text
 
 SECRET_TEXT = "connect to postgresql://app:s3cr3t-pw@db.internal:5432/orders failed"
@@ -202,3 +202,52 @@ def test_a_long_line_is_cut_as_before(captured: _Capture) -> None:
     line = f"incident {incident}: unmapped RuntimeError\n" + scrub_text(trace, max_length=20_000)
     assert captured.lines[-1] == scrub_text(line, max_length=20_000)
     assert captured.lines[-1].endswith("…[truncated]")
+
+
+class _NoModule(Exception):
+    pass
+
+
+_NoModule.__module__ = None  # type: ignore[assignment]
+
+
+class _MainError(Exception):
+    pass
+
+
+class _OwnError(Exception):
+    pass
+
+
+_MainError.__module__ = "__main__"
+
+
+def _noted_none() -> BaseException:
+    exc = RuntimeError("notes set to None")
+    exc.__notes__ = None  # type: ignore[assignment]
+    return exc
+
+
+LINES: dict[str, Callable[[], BaseException]] = {
+    "text": lambda: RuntimeError(SECRET_TEXT),
+    "no text": lambda: RuntimeError(),
+    "empty text": lambda: ValueError(""),
+    "key error": lambda: KeyError("key"),
+    "several lines": lambda: RuntimeError("first\nsecond"),
+    "several arguments": lambda: OSError(2, "No such file"),
+    "str fails": _BadStr,
+    "a module's own type": lambda: _OwnError("own"),
+    "__main__ module": lambda: _MainError("main"),
+    "module not a string": lambda: _NoModule("odd"),
+    "notes": lambda: _caught(_with_notes),
+    "notes None": _noted_none,
+    "syntax error": lambda: _caught(_syntax),
+}
+
+
+@pytest.mark.parametrize("case", list(LINES))
+def test_the_exception_line_is_format_exception_onlys(case: str) -> None:
+    exc = LINES[case]()
+    expected = "".join(traceback.format_exception_only(exc))
+    assert _exception_line(exc) == expected
+    assert _formatted_traceback(exc) == "".join(traceback.format_exception(exc))

@@ -1085,6 +1085,33 @@ def test_a_bare_uuid_is_kept_as_the_full_scrub_keeps_it(value: uuid.UUID, upper:
     assert scrub_evidence({"password": text}) != {"password": text}  # a key still redacts
 
 
+@PROPERTY
+@given(value=st.text(alphabet="0123456789abcdef", min_size=12, max_size=12))
+def test_a_bare_incident_id_is_kept_as_the_full_scrub_keeps_it(value: str) -> None:
+    from llamon_agent.core.scrub import _scrub_full
+
+    assert scrub_text(value) == value
+    assert _scrub_full(value) == value  # the fast path answers what the full scrub would
+    assert scrub_evidence({"incident_id": value}) == {"incident_id": value}
+    assert scrub_evidence({"password": value}) == {"password_present": True}
+
+
+@pytest.mark.parametrize(
+    "value", ["000000000000", "123456789012", "010123456789", "aaaaaaaaaaaa", "abcdef012345"]
+)
+def test_incident_id_shaped_texts_are_kept_as_the_full_scrub_keeps_them(value: str) -> None:
+    from llamon_agent.core.scrub import _scrub_full
+
+    assert scrub_text(value) == _scrub_full(value) == value
+    assert scrub_text(value, max_length=5) == value[:5] + "…[truncated]"  # the limit holds
+
+
+def test_only_a_bare_lowercase_incident_id_skips_the_scan() -> None:
+    text = "password is 0123456789ab"
+    assert scrub_text(text) != text  # inside a text, the id is scanned with it
+    assert scrub_text("0123456789AB") == "0123456789AB"  # (upper case: scanned, kept)
+
+
 @pytest.mark.parametrize(
     "token",
     [

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Final
 
@@ -128,8 +129,10 @@ class ErrorRule:
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z0-9])(?=[A-Z][a-z])")
 
 
+@lru_cache(maxsize=1024)
 def snake_case(name: str) -> str:
-    """``MissingAPIKeyError`` -> ``missing_api_key_error``; used for fallback reasons."""
+    """``MissingAPIKeyError`` -> ``missing_api_key_error``; used for fallback reasons
+    (remembered per name: the same exception types fail again and again)."""
     return _CAMEL_BOUNDARY.sub("_", name).replace("-", "_").lower()
 
 

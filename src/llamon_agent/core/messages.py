@@ -146,7 +146,34 @@ def _formatted_traceback(exc: BaseException) -> str:
             _stack_texts.clear()
         _stack_texts[key] = stack
     head = f"Traceback (most recent call last):\n{stack}" if stack else ""
-    return head + "".join(traceback.format_exception_only(exc))
+    return head + _exception_line(exc)
+
+
+_DIRECT_EXCEPTION_LINE: Final = sys.version_info < (3, 12)
+"""The line ``_exception_line`` makes is 3.11's ``format_exception_only``'s (later versions
+format it themselves)."""
+
+
+def _exception_line(exc: BaseException) -> str:
+    """``"".join(traceback.format_exception_only(exc))``: on Python 3.11 made directly for
+    an exception without notes that is no ``SyntaxError`` (one line: the type, then its
+    text), without building a ``TracebackException``."""
+    cls = type(exc)
+    if (
+        not _DIRECT_EXCEPTION_LINE
+        or issubclass(cls, SyntaxError)
+        or getattr(exc, "__notes__", None) is not None
+    ):
+        return "".join(traceback.format_exception_only(exc))
+    name = cls.__qualname__
+    module = cls.__module__
+    if module not in ("__main__", "builtins"):
+        name = f"{module if isinstance(module, str) else '<unknown>'}.{name}"
+    try:
+        text = str(exc)
+    except BaseException:  # as traceback does: any failure of __str__
+        text = "<exception str() failed>"
+    return f"{name}: {text}\n" if text else f"{name}\n"
 
 
 def _stack_key(exc: BaseException) -> tuple[object, ...] | None:

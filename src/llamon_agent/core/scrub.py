@@ -133,6 +133,9 @@ _UUID_LENGTH: Final = 36
 _UUID_RE: Final = re.compile(
     r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}"
 )
+_INCIDENT_ID_LENGTH: Final = 12
+_INCIDENT_ID_RE: Final = re.compile(r"[a-f0-9]{12}")
+"""An incident id as the server makes it and the ``incidentId`` of error data requires."""
 _ENTROPY_MIN_LENGTH: Final = 32
 _ENTROPY_MIN_TRANSITIONS: Final = 6
 
@@ -860,8 +863,10 @@ def scrub_text(text: str, *, max_length: int = 2000) -> str:
     EC, OpenSSH, PGP; cut short, or a tail without its ``BEGIN`` line).
 
     Kept on purpose: dates, times, versions, ports, HTTP statuses, counts, IP addresses,
-    16-hex keyed hashes, file paths and canonical UUIDs (UUIDs are correlation ids such as
-    task or incident ids; a UUID under a secret or identity key is still redacted).
+    16-hex keyed hashes, file paths, canonical UUIDs (correlation ids such as task or
+    context ids) and bare incident ids (12 lowercase hex digits, as in ``incidentId``): a
+    text that is one id alone is returned without scanning (a UUID or an incident id under
+    a secret or identity key of evidence is still redacted).
 
     The result is at most ``max_length`` characters followed by ``"…[truncated]"`` when
     longer.  Inputs far longer than ``max_length`` are cut before scanning (the possibly
@@ -879,7 +884,12 @@ def scrub_text(text: str, *, max_length: int = 2000) -> str:
             cut = True
         if len(text) == _UUID_LENGTH and _UUID_RE.fullmatch(text):
             return text  # a bare correlation id (task, context, incident): kept as is
-        result = _scrub_cached(text) if len(text) <= _CACHE_MAX_TEXT else _scrub_full(text)
+        if len(text) == _INCIDENT_ID_LENGTH and _INCIDENT_ID_RE.fullmatch(text):
+            result = text  # a bare incident id: the client reads it as it is (incidentId)
+        elif len(text) <= _CACHE_MAX_TEXT:
+            result = _scrub_cached(text)
+        else:
+            result = _scrub_full(text)
         if cut or len(result) > limit:
             result = result[:limit] + _TRUNCATED
         return result
@@ -1260,8 +1270,10 @@ _allowed_suffixes: tuple[str, ...] = _DEFAULT_ALLOWED_SUFFIXES
 _allow_lock: Final = threading.Lock()
 
 
+@lru_cache(maxsize=1024)
 def _normalise_key(key: str) -> str:
-    """``"X-Api-Key"`` -> ``"x_api_key"``, ``"userId"`` -> ``"user_id"``."""
+    """``"X-Api-Key"`` -> ``"x_api_key"``, ``"userId"`` -> ``"user_id"`` (remembered: the
+    same few evidence keys come back with every record)."""
     return _CAMEL_RE.sub("_", key).lower().replace("-", "_").replace(".", "_")
 
 

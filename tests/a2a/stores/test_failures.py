@@ -229,6 +229,30 @@ async def test_the_memory_store_keeps_at_most_max_rows() -> None:
     assert [row.task_id for row in (await store.query()).rows] == ["t5", "t4"]
 
 
+async def test_the_memory_store_keeps_a_recorded_failure_at_once() -> None:
+    store = MemoryFailureStore()
+    store.record(failure("t1"))
+    store.record(failure("t2"))
+    rows = (await store.query()).rows  # no flush: nothing was left to write
+    assert [(row.task_id, row.id) for row in rows] == [("t2", 2), ("t1", 1)]
+    assert store.dropped == 0
+
+
+async def test_a_failed_memory_append_is_logged_and_counted_never_raised(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def broken_clock() -> float:
+        raise RuntimeError("no clock")
+
+    store = MemoryFailureStore(clock=broken_clock)
+    with caplog.at_level(logging.WARNING, "llamon_agent.a2a.stores.failures"):
+        store.record(failure("t9"))
+    assert store.dropped == 1
+    assert [r.getMessage() for r in caplog.records] == [
+        "failure of task t9 not stored: RuntimeError"
+    ]
+
+
 async def test_a_failed_write_is_logged_and_counted_never_raised(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

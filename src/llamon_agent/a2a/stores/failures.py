@@ -8,9 +8,10 @@ What the caller sees:
   ``failed``: task id, context id, agent (the card's name), time, errorCode, stage, reason,
   tool, flow node, incident id, retryable, the scrubbed message, the operator action and
   the record's evidence (already scrubbed; the cause chain across agents under ``cause``).
-* ``record(failure)`` never waits and never raises: the row is written in the background
-  (on SQLite in the writer's next batched commit) and a write that fails is logged as a
-  warning and counted in ``dropped``; the task's answer is never held up or changed.
+* ``record(failure)`` never waits and never raises: in memory the row is kept at once; in
+  a database it is written in the background (on SQLite in the writer's next batched
+  commit). A write that fails is logged as a warning and counted in ``dropped``; the
+  task's answer is never held up or changed.
   ``await flush()`` waits for the writes handed over so far.
 * ``await get(failure_id)`` gives the one failure with that ``id`` (the row number
   ``llamon failures`` shows), or ``None`` when no row has it (never stored, or pruned).
@@ -35,7 +36,7 @@ import time
 from abc import ABC, abstractmethod
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal, get_args
 
@@ -448,9 +449,21 @@ class MemoryFailureStore(FailureStore):
         self._clock = clock
         self._next_id = 1
 
+    def record(self, failure: StoredFailure) -> None:
+        """Store ``failure`` at once: an append waits for nothing, so no background write
+        is made for it. Never raises (a row not stored is logged and counted in
+        ``dropped``)."""
+        try:
+            self._append(failure)
+        except Exception as exc:
+            self._drop(failure, type(exc).__name__)
+
     async def add(self, failure: StoredFailure) -> None:
         """Append ``failure`` (the oldest row goes when the list is full, and rows past
         ``max_age`` go at once)."""
+        self._append(failure)
+
+    def _append(self, failure: StoredFailure) -> None:
         stored = _with_id(failure, self._next_id)
         self._next_id += 1
         self._rows.append(stored)
@@ -540,8 +553,6 @@ def _newest_first(row: StoredFailure) -> tuple[float, int]:
 
 
 def _with_id(failure: StoredFailure, row_id: int) -> StoredFailure:
-    from dataclasses import replace
-
     return replace(failure, id=row_id)
 
 
