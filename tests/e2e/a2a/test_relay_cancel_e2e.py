@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
@@ -65,13 +66,19 @@ def _auth(card: AgentCard) -> AuthConfig | None:
 
 
 async def _start_on_a(http: httpx.AsyncClient, url_a: str, agent: Hanging) -> tuple[SSE, str]:
-    """A ``message/stream`` on A, once its agent is hanging; the stream and its task id."""
+    """A ``message/stream`` on A, once its agent is hanging and its ``working`` state is
+    stored (A streams an event after storing it); the stream and its task id."""
     run = SSE(http, url_a, request("message/stream", {"message": text_message("go")}))
     await asyncio.wait_for(agent.started.wait(), WAIT)
-    await asyncio.wait_for(run.arrived.wait(), WAIT)
+    await run.until(lambda replies: any(_working(reply) for reply in replies), WAIT)
     first = run.results[0]
     task_id = str(first.get("taskId") or first["id"])
     return run, task_id
+
+
+def _working(reply: dict[str, Any]) -> bool:
+    status = reply.get("result", {}).get("status") or {}
+    return bool(status.get("state") == "working")
 
 
 async def _state(http: httpx.AsyncClient, url: str, task_id: str) -> str:
