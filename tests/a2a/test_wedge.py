@@ -34,7 +34,9 @@ HOST_IN_ERROR = "db.internal.example:5432"
 
 class FlakyStore(InMemoryTaskStore):
     """A real task store whose next write fails (``fail_next``), or every call while
-    ``down`` (what asyncpg raises while PostgreSQL is stopped)."""
+    ``down`` (what asyncpg raises while PostgreSQL is stopped). Like a database, it keeps
+    and answers copies: a2a-sdk's own keeps the caller's object, which the request handler
+    goes on changing, so a refused write would show up in it all the same."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -55,12 +57,13 @@ class FlakyStore(InMemoryTaskStore):
 
     async def save(self, task: Task, context: ServerCallContext | None = None) -> None:
         self._check()
-        await super().save(task, context)
+        await super().save(task.model_copy(deep=True), context)
 
     async def get(self, task_id: str, context: ServerCallContext | None = None) -> Task | None:
         if self.down:
             self._check()
-        return await super().get(task_id, context)
+        task = await super().get(task_id, context)
+        return None if task is None else task.model_copy(deep=True)
 
 
 class Agent:

@@ -136,12 +136,21 @@ _STARTED_STATES: Final = frozenset({TaskState.submitted, TaskState.working})
 """A stored task in one of these with no run here is running on another replica."""
 CLAIM_GRACE: Final = 10.0
 """Seconds a finished run's claim waits for its reader to store the end before it is let go."""
+COALESCED_MAX: Final = 16
+"""At most this many events in a row wait for a next event's save (a stream holds them)."""
 
 
 class _RunManager(TaskManager):
     """a2a-sdk's ``TaskManager`` for one run: once the run's final event is stored, the
     run's claim is let go (the task takes a next request at once). A task the run's
-    message starts is stamped ``sent`` (``llamon.sent``) on every save."""
+    message starts is stamped ``sent`` (``llamon.sent``) on every save.
+
+    While ``coalescing`` (its reader shows nobody a state before the next save), a state
+    that the run goes on from (``submitted``/``working``, an artifact) is not saved when
+    the run's next event is already queued: the next save stores both. ``unsaved`` counts
+    the events waiting (at most ``COALESCED_MAX``), ``flush`` saves them when no next
+    event came. A run's end and a paused state are saved at once.
+    """
 
     def __init__(
         self,
@@ -162,11 +171,36 @@ class _RunManager(TaskManager):
         self.claim: RunClaim | None = None
         self.sent = sent
         self.stored: Callable[[str], None] | None = None  # told the task's id once saved
+        self.queue: EventQueue | None = None  # the run's events, read by this manager's reader
+        self.coalescing = False
+        self.unsaved = 0  # events whose state waits for the next save
 
     async def _save_task(self, task: Task) -> None:
         if self.sent is not None and SENT_METADATA_KEY not in (task.metadata or {}):
             task.metadata = {**(task.metadata or {}), SENT_METADATA_KEY: self.sent}
+        if self._coalesce(task):
+            self._current_task, self.unsaved = task, self.unsaved + 1
+            return
+        await self._store(task)
+
+    def _coalesce(self, task: Task) -> bool:
+        """Whether saving ``task`` waits for the next event (see the class)."""
+        return (
+            self.coalescing
+            and self.unsaved < COALESCED_MAX
+            and task.status.state in _STARTED_STATES
+            and self.queue is not None
+            and not self.queue.queue.empty()
+        )
+
+    async def flush(self) -> None:
+        """Save the state that waits for a next event, if one does (none came)."""
+        if self.unsaved and self._current_task is not None:
+            await self._store(self._current_task)
+
+    async def _store(self, task: Task) -> None:
         await super()._save_task(task)
+        self.unsaved = 0
         if self.stored is not None:
             stored, self.stored = self.stored, None
             stored(task.id)
@@ -182,12 +216,20 @@ class _RunManager(TaskManager):
 
 class _Reader(ResultAggregator):
     """a2a-sdk's ``ResultAggregator`` for one request's task that reports when reading
-    the task's events fails (``stopped``) before the failure reaches the request."""
+    the task's events fails (``stopped``) before the failure reaches the request.
+
+    Where the request shows nothing before the run's end (a blocking send) or shows an
+    event only once it is stored (a stream: events read together are stored by one save,
+    then sent), its manager coalesces the saves of events read together
+    (``_RunManager.coalescing``). A non-blocking send's first answer and the events read
+    after it in the background are each saved as they come.
+    """
 
     def __init__(
-        self, task_manager: TaskManager, stopped: _Stopped, ended: Callable[[], None]
+        self, task_manager: _RunManager, stopped: _Stopped, ended: Callable[[], None]
     ) -> None:
         super().__init__(task_manager)
+        self._manager = task_manager
         self._stopped = stopped
         self._ended = ended  # the run's events are all read: its end (if any) is stored
 
@@ -208,9 +250,14 @@ class _Reader(ResultAggregator):
         event_callback: Callable[[], Awaitable[None]] | None = None,
     ) -> tuple[Task | Message | None, bool, asyncio.Task[Any] | None]:
         async with self._reporting_stop():
-            result = await super().consume_and_break_on_interrupt(
-                consumer, blocking, event_callback
-            )
+            self._manager.coalescing = blocking  # a non-blocking send answers its first event
+            try:
+                result = await super().consume_and_break_on_interrupt(
+                    consumer, blocking, event_callback
+                )
+            finally:
+                self._manager.coalescing = False
+            await self._manager.flush()
         if result[2] is None:  # nothing is read on in the background
             self._ended()
         return result
@@ -225,14 +272,34 @@ class _Reader(ResultAggregator):
         self._ended()
 
     async def consume_and_emit(self, consumer: EventConsumer) -> AsyncGenerator[Event]:
+        manager, held = self._manager, list[Event]()
         async with self._reporting_stop():
-            async for event in super().consume_and_emit(consumer):
-                yield event
+            manager.coalescing = True
+            try:
+                async for event in consumer.consume_all():
+                    await manager.process(event)
+                    if manager.unsaved:  # held as it is now: a2a-sdk changes it in place
+                        held.append(event.model_copy(deep=True))
+                        continue
+                    for stored in held:  # every event held is stored now: send them
+                        yield stored
+                    held.clear()
+                    yield event
+            finally:
+                manager.coalescing = False
+            await manager.flush()
+            for stored in held:
+                yield stored
         self._ended()
 
     async def consume_all(self, consumer: EventConsumer) -> Task | Message | None:
         async with self._reporting_stop():
-            result = await super().consume_all(consumer)
+            self._manager.coalescing = True
+            try:
+                result = await super().consume_all(consumer)
+            finally:
+                self._manager.coalescing = False
+            await self._manager.flush()
         self._ended()
         return result
 
@@ -426,7 +493,7 @@ class LlamonRequestHandler(DefaultRequestHandler):
                 await self._unclaim(paused, context)
             raise
         claim = self._claims.begin(task_id, str(request_context.context_id), queue)
-        manager.claim = claim
+        manager.claim, manager.queue = claim, queue
         producer = asyncio.create_task(self._run_event_stream(request_context, queue))
         claim.producer = producer
         self._producer_claims[producer] = claim
