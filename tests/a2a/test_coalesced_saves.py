@@ -134,7 +134,7 @@ async def test_a_stream_event_that_comes_alone_is_saved_and_sent_at_once() -> No
     app = create_app(agent, make_card(), task_store=store)
     async with running_server(app) as url, a2a_client(url, streaming=True) as client:
         seen: list[list[str]] = []
-        async for _, update in client.send_message(user_message("go")):  # type: ignore[misc]
+        async for _, update in client.send_message(user_message("go")):
             if isinstance(update, TaskArtifactUpdateEvent) and not update.last_chunk:
                 seen.append(parts_text(update))
                 # the chunk reached the caller while the agent waits: it was stored alone
