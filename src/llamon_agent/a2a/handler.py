@@ -67,7 +67,7 @@ import contextlib
 import functools
 import logging
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, cast
 
@@ -149,7 +149,8 @@ class _RunManager(TaskManager):
     that the run goes on from (``submitted``/``working``, an artifact) is not saved when
     the run's next event is already queued: the next save stores both. ``unsaved`` counts
     the events waiting (at most ``COALESCED_MAX``), ``flush`` saves them when no next
-    event came. A run's end and a paused state are saved at once.
+    event came. A run's end and a paused state are saved at once, and so is every state
+    of a run whose request set a webhook (``pushes_each_state``): it is told each one.
     """
 
     def __init__(
@@ -174,6 +175,7 @@ class _RunManager(TaskManager):
         self.queue: EventQueue | None = None  # the run's events, read by this manager's reader
         self.coalescing = False
         self.unsaved = 0  # events whose state waits for the next save
+        self.pushes_each_state = False  # the request set a webhook: each state is saved
 
     async def _save_task(self, task: Task) -> None:
         if self.sent is not None and SENT_METADATA_KEY not in (task.metadata or {}):
@@ -187,6 +189,7 @@ class _RunManager(TaskManager):
         """Whether saving ``task`` waits for the next event (see the class)."""
         return (
             self.coalescing
+            and not self.pushes_each_state
             and self.unsaved < COALESCED_MAX
             and task.status.state in _STARTED_STATES
             and self.queue is not None
@@ -231,6 +234,7 @@ class _Reader(ResultAggregator):
         super().__init__(task_manager)
         self._manager = task_manager
         self._stopped = stopped
+        self.superseded = False  # the event being sent was stored with a later one
         self._ended = ended  # the run's events are all read: its end (if any) is stored
 
     @contextlib.asynccontextmanager
@@ -281,16 +285,23 @@ class _Reader(ResultAggregator):
                     if manager.unsaved:  # held as it is now: a2a-sdk changes it in place
                         held.append(event.model_copy(deep=True))
                         continue
-                    for stored in held:  # every event held is stored now: send them
+                    held.append(event)
+                    for stored in self._sent(held):
                         yield stored
-                    held.clear()
-                    yield event
             finally:
                 manager.coalescing = False
             await manager.flush()
-            for stored in held:
+            for stored in self._sent(held):
                 yield stored
         self._ended()
+
+    def _sent(self, held: list[Event]) -> Iterator[Event]:
+        """The events ``held``, stored by one save; all but the last are ``superseded``."""
+        for index, event in enumerate(held):
+            self.superseded = index < len(held) - 1
+            yield event
+        self.superseded = False
+        held.clear()
 
     async def consume_all(self, consumer: EventConsumer) -> Task | Message | None:
         async with self._reporting_stop():
@@ -400,6 +411,15 @@ class LlamonRequestHandler(DefaultRequestHandler):
         except Exception as exc:  # the run ended first, or the store failed: its answer
             logger.debug("task %s: a requested cancel ended with %s", task_id, type(exc).__name__)
 
+    async def _send_push_notification_if_needed(
+        self, task_id: str, result_aggregator: ResultAggregator
+    ) -> None:
+        """a2a-sdk's push of the task as it is now, after each event a request reads; an
+        event stored by one save with a later one is not pushed (the later one is)."""
+        if isinstance(result_aggregator, _Reader) and result_aggregator.superseded:
+            return
+        await super()._send_push_notification_if_needed(task_id, result_aggregator)
+
     def _track_background_task(self, task: asyncio.Task[Any]) -> None:
         """a2a-sdk's tracking of a background task; once the server stopped (``aclose``),
         one started late (a stream's consumer whose caller left as the server stopped) is
@@ -494,6 +514,7 @@ class LlamonRequestHandler(DefaultRequestHandler):
             raise
         claim = self._claims.begin(task_id, str(request_context.context_id), queue)
         manager.claim, manager.queue = claim, queue
+        manager.pushes_each_state = push is not None
         producer = asyncio.create_task(self._run_event_stream(request_context, queue))
         claim.producer = producer
         self._producer_claims[producer] = claim
