@@ -24,10 +24,11 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from llamon_agent.a2a.agent import AgentContext
+from llamon_agent.a2a.agent import AgentContext, AgentOutput, Chunk, FinalOutput
 from llamon_agent.a2a.push import BackgroundPushSender
 from llamon_agent.a2a.push_policy import PushPolicy
 from llamon_agent.a2a.server import create_app
+from llamon_agent.core.hitl import HITLInterrupt
 from tests._support.a2a_server import make_card, running_server
 from tests._support.jsonrpc import post, post_stream, request, text_message
 
@@ -195,6 +196,50 @@ async def test_send_and_stream_answer_at_once_while_the_webhook_hangs(
     stream_states = hook.states(stream_id)
     assert stream_states.index("working") < stream_states.index("completed")
     assert all(h.get("x-a2a-notification-token") == TOKEN for h in hook.headers)
+
+
+class AskThenChunks:
+    """Asks a question (input-required); the answer is streamed as three chunks at once."""
+
+    async def invoke(self, ctx: AgentContext) -> AgentOutput:
+        return "unused"
+
+    async def stream(self, ctx: AgentContext) -> AsyncIterator[Chunk | FinalOutput | str]:
+        if not ctx.resumed:
+            yield FinalOutput(HITLInterrupt(payload={"question": "which?"}))
+            return
+        for index in range(3):
+            yield f"chunk{index} "
+
+
+async def test_a_webhook_set_on_the_task_is_told_each_saved_state_once() -> None:
+    hook = Receiver()
+    async with running_server(hook.app) as base:
+        app = create_app(AskThenChunks(), make_card(push=True), push_policy=LOOPBACK)
+        async with running_server(app) as url, httpx.AsyncClient(timeout=WAIT_SECONDS) as http:
+            asked = await post_stream(
+                http, url, request("message/stream", {"message": text_message("q")})
+            )
+            task_id = asked[-1]["result"]["taskId"]
+            assert asked[-1]["result"]["status"]["state"] == "input-required"
+            config = {"url": base + "/hook", "token": TOKEN}
+            params = {"taskId": task_id, "pushNotificationConfig": config}
+            set_reply = await post(
+                http, url, request("tasks/pushNotificationConfig/set", params, 2)
+            )
+            assert "result" in set_reply, set_reply
+
+            answer = text_message("this one", taskId=task_id)  # no webhook in the request
+            events = await post_stream(http, url, request("message/stream", {"message": answer}, 3))
+            assert events[-1]["result"]["status"]["state"] == "completed"
+            again = await post_stream(
+                http, url, request("message/stream", {"message": text_message("q")}, 4)
+            )
+            assert again[-1]["result"]["status"]["state"] == "input-required"
+        # the server stopped: its push sender delivered everything it had queued
+        states = hook.states(task_id)
+        # the chunks came at once and were stored by one save: one push for it, the end
+        assert states == ["completed"], states
 
 
 async def test_a_5xx_answer_is_retried_until_the_webhook_takes_it(
