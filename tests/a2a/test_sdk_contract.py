@@ -96,6 +96,13 @@ HOOKS = [
     ),
     Hook(
         DefaultRequestHandler,
+        "_send_push_notification_if_needed",
+        ("task_id", "result_aggregator"),
+        "async",
+        "LlamonRequestHandler overrides it (an event stored with a later one is not pushed)",
+    ),
+    Hook(
+        DefaultRequestHandler,
         "_cleanup_producer",
         ("producer_task", "task_id"),
         "async",
@@ -143,6 +150,13 @@ HOOKS = [
         ("task",),
         "async",
         "_RunManager overrides it (a task a message starts is stamped llamon.sent)",
+    ),
+    Hook(
+        TaskManager,
+        "process",
+        ("event",),
+        "async",
+        "_Reader.consume_and_emit calls it for each event it reads",
     ),
     # llamon_agent.a2a.handler._Reader
     Hook(ResultAggregator, "__init__", ("task_manager",), "sync", "_Reader(task_manager)"),
@@ -297,6 +311,8 @@ CALLS = [
     Calls(DefaultRequestHandler, "on_message_send_stream", "_cleanup_producer"),
     Calls(DefaultRequestHandler, "on_message_send", "consume_and_break_on_interrupt"),
     Calls(DefaultRequestHandler, "on_message_send_stream", "consume_and_emit"),
+    Calls(DefaultRequestHandler, "on_message_send_stream", "_send_push_notification_if_needed"),
+    Calls(TaskManager, "process", "save_task_event"),
     Calls(DefaultRequestHandler, "on_resubscribe_to_task", "tap"),
     Calls(ResultAggregator, "consume_and_break_on_interrupt", "_continue_consuming"),
     Calls(JSONRPCApplication, "_handle_requests", "_process_streaming_request"),
