@@ -21,13 +21,18 @@ from hypothesis import strategies as st
 from llamon_agent.core import scrub
 from llamon_agent.core.scrub import (
     REDACTED,
+    _scrub_cached,
+    _strip_locations_cached,
     allow_evidence_keys,
+    incident_message,
     keyed_hash,
     scrub_evidence,
     scrub_forwarded,
+    scrub_public_text,
     scrub_text,
     scrub_value,
     set_hash_key,
+    strip_locations,
 )
 from tests._support.boundary_cases import reveals
 from tests._support.secret_strategies import (
@@ -1130,3 +1135,32 @@ def test_a_bearer_token_with_plus_and_slash_in_a_query_leaves_nothing(token: str
     scrubbed = scrub.scrub_public_text(f"Client error for url '{request.url}'")
     assert not reveals(token, scrubbed), scrubbed
     assert scrubbed.endswith("'")  # the quote after the URL is kept
+
+
+def test_the_unmapped_failure_message_is_kept_without_a_scan() -> None:
+    message = incident_message("1a2b3c4d5e6f")
+    assert message == "Internal error (incident 1a2b3c4d5e6f)."
+    scanned = _scrub_cached.cache_info()
+    located = _strip_locations_cached.cache_info()
+    assert scrub_text(message) == message
+    assert strip_locations(message) == message
+    assert scrub_public_text(message) == message
+    assert _scrub_cached.cache_info() == scanned  # neither scanned nor looked up
+    assert _strip_locations_cached.cache_info() == located
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "Internal error (incident 1a2b3c4d5e6f). password=hunter22",
+            "Internal error (incident 1a2b3c4d5e6f). password=[REDACTED:password]",
+        ),
+        (
+            "Internal error (incident db.internal:5432).",
+            "Internal error (incident [REDACTED:host]).",
+        ),
+    ],
+)
+def test_text_that_only_resembles_it_is_scrubbed_as_usual(text: str, expected: str) -> None:
+    assert scrub_public_text(text) == expected

@@ -32,7 +32,7 @@ from typing import Any, Final
 
 from llamon_agent.core.classify import Classification
 from llamon_agent.core.codes import DEFAULT_MESSAGES
-from llamon_agent.core.scrub import ScrubbedText, scrub_text, strip_locations
+from llamon_agent.core.scrub import ScrubbedText, incident_message, scrub_text, strip_locations
 from llamon_agent.core.settings import debug_errors_enabled
 
 __all__ = ["PublicMessage", "incident_id_for", "public_message", "public_text", "safe_str"]
@@ -259,7 +259,7 @@ def public_message(classification: Classification) -> PublicMessage:
     if classification.mapped:
         return PublicMessage(public_text(raw, exc) if raw else f"{type(exc).__name__} was raised.")
     incident = incident_id_for(exc)
-    text = f"Internal error (incident {incident})."
+    text = incident_message(incident)
     if debug_errors_enabled() and raw:
         text = f"{text} {type(exc).__name__}: {public_text(raw, exc)}"
     return PublicMessage(text, incident)

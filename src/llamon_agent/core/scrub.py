@@ -136,6 +136,9 @@ _UUID_RE: Final = re.compile(
 _INCIDENT_ID_LENGTH: Final = 12
 _INCIDENT_ID_RE: Final = re.compile(r"[a-f0-9]{12}")
 """An incident id as the server makes it and the ``incidentId`` of error data requires."""
+_INCIDENT_MESSAGE_RE: Final = re.compile(r"Internal error \(incident [a-f0-9]{12}\)\.")
+_INCIDENT_MESSAGE_LENGTH: Final = len("Internal error (incident 000000000000).")
+
 _ENTROPY_MIN_LENGTH: Final = 32
 _ENTROPY_MIN_TRANSITIONS: Final = 6
 
@@ -820,6 +823,23 @@ def _scrub_cached(text: str) -> str:
     return _scrub_full(text)
 
 
+def incident_message(incident_id: str) -> str:
+    """The message a client gets for an unmapped failure: ``Internal error (incident
+    <id>).`` -- our own words and id, kept as they are by ``scrub_text`` and
+    ``strip_locations`` without a scan (each failure has a fresh id, which no cache of
+    scrubbed text would hold)."""
+    return f"Internal error (incident {incident_id})."
+
+
+def _own_incident_text(text: str) -> bool:
+    """``text`` is a bare incident id or ``incident_message``'s text for one."""
+    if len(text) == _INCIDENT_ID_LENGTH:
+        return _INCIDENT_ID_RE.fullmatch(text) is not None
+    if len(text) != _INCIDENT_MESSAGE_LENGTH:
+        return False
+    return _INCIDENT_MESSAGE_RE.fullmatch(text) is not None
+
+
 class ScrubbedText(str):
     """A ``str`` built only from what ``scrub_text`` returned and text of our own making
     (ids, type names already scrubbed). A log record whose message is one, without
@@ -884,8 +904,8 @@ def scrub_text(text: str, *, max_length: int = 2000) -> str:
             cut = True
         if len(text) == _UUID_LENGTH and _UUID_RE.fullmatch(text):
             return text  # a bare correlation id (task, context, incident): kept as is
-        if len(text) == _INCIDENT_ID_LENGTH and _INCIDENT_ID_RE.fullmatch(text):
-            result = text  # a bare incident id: the client reads it as it is (incidentId)
+        if _own_incident_text(text):
+            result = text  # the client reads it as it is (incidentId, the message)
         elif len(text) <= _CACHE_MAX_TEXT:
             result = _scrub_cached(text)
         else:
@@ -992,6 +1012,8 @@ def strip_locations(text: str) -> str:
     try:
         if not isinstance(text, str):
             text = str(text)
+        if _own_incident_text(text):
+            return text
         if len(text) > _CACHE_MAX_TEXT:
             return _strip_locations_cached.__wrapped__(text)
         return _strip_locations_cached(text)
