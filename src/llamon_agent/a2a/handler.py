@@ -238,6 +238,17 @@ class _Reader(ResultAggregator):
         self._ended = ended  # the run's events are all read: its end (if any) is stored
 
     @contextlib.asynccontextmanager
+    async def _coalesced(self, on: bool = True) -> AsyncIterator[None]:
+        """Coalesce the manager's saves (``on``) while the block reads events; then save
+        the state still waiting, if any (a failure there is the block's)."""
+        self._manager.coalescing = on
+        try:
+            yield
+        finally:
+            self._manager.coalescing = False
+        await self._manager.flush()
+
+    @contextlib.asynccontextmanager
     async def _reporting_stop(self) -> AsyncIterator[None]:
         """Report an ``Exception`` of the block to ``stopped``, then let it go on. A client
         that left a stream (``GeneratorExit``) is no failure: a2a-sdk reads on."""
@@ -253,15 +264,11 @@ class _Reader(ResultAggregator):
         blocking: bool = True,
         event_callback: Callable[[], Awaitable[None]] | None = None,
     ) -> tuple[Task | Message | None, bool, asyncio.Task[Any] | None]:
-        async with self._reporting_stop():
-            self._manager.coalescing = blocking  # a non-blocking send answers its first event
-            try:
-                result = await super().consume_and_break_on_interrupt(
-                    consumer, blocking, event_callback
-                )
-            finally:
-                self._manager.coalescing = False
-            await self._manager.flush()
+        # a non-blocking send answers its first event: each is saved as it comes
+        async with self._reporting_stop(), self._coalesced(blocking):
+            result = await super().consume_and_break_on_interrupt(
+                consumer, blocking, event_callback
+            )
         if result[2] is None:  # nothing is read on in the background
             self._ended()
         return result
@@ -278,8 +285,7 @@ class _Reader(ResultAggregator):
     async def consume_and_emit(self, consumer: EventConsumer) -> AsyncGenerator[Event]:
         manager, held = self._manager, list[Event]()
         async with self._reporting_stop():
-            manager.coalescing = True
-            try:
+            async with self._coalesced():
                 async for event in consumer.consume_all():
                     await manager.process(event)
                     if manager.unsaved:  # held as it is now: a2a-sdk changes it in place
@@ -288,9 +294,6 @@ class _Reader(ResultAggregator):
                     held.append(event)
                     for stored in self._sent(held):
                         yield stored
-            finally:
-                manager.coalescing = False
-            await manager.flush()
             for stored in self._sent(held):
                 yield stored
         self._ended()
@@ -304,13 +307,8 @@ class _Reader(ResultAggregator):
         held.clear()
 
     async def consume_all(self, consumer: EventConsumer) -> Task | Message | None:
-        async with self._reporting_stop():
-            self._manager.coalescing = True
-            try:
-                result = await super().consume_all(consumer)
-            finally:
-                self._manager.coalescing = False
-            await self._manager.flush()
+        async with self._reporting_stop(), self._coalesced():
+            result = await super().consume_all(consumer)
         self._ended()
         return result
 
