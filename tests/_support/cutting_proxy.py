@@ -4,6 +4,10 @@
 first SSE response passing through it (``text/event-stream``) is cut just before its 5th
 event (``data:``): the bytes before it are forwarded, then both sides are closed, so the
 event the server sent is lost in between -- as when a connection breaks.
+
+With ``only=b'"kind":"artifact-update"'`` only the events whose data holds those bytes
+count: ``cuts={1: 2}`` cuts the first SSE response just before its third artifact event,
+however many status events (a test's progress nudges) come in between.
 """
 
 from __future__ import annotations
@@ -22,10 +26,12 @@ _EVENT: Final = b"data:"
 @dataclass
 class CuttingProxy:
     """Counts SSE responses (1, 2, ... in the order they start) and cuts those in ``cuts``
-    (ordinal -> events forwarded before the cut)."""
+    (ordinal -> events forwarded before the cut); with ``only``, the events counted are those
+    whose data holds it."""
 
     target_port: int
     cuts: dict[int, int] = field(default_factory=dict)
+    only: bytes | None = None
     sse_responses: int = 0
     cut_done: int = 0
     connections: int = 0
@@ -62,6 +68,9 @@ class CuttingProxy:
                         continue
                     if event == -1:
                         break
+                    at = event + len(_EVENT)
+                    if not self._counts(data, event):
+                        continue
                     limit = self.cuts.get(ordinal) if ordinal is not None else None
                     if limit is not None and events >= limit:
                         writer.write(data[:event])
@@ -72,11 +81,17 @@ class CuttingProxy:
                         upstream.transport.abort()
                         return
                     events += 1
-                    at = event + len(_EVENT)
                 writer.write(data)
                 await writer.drain()
         with contextlib.suppress(ConnectionError, OSError, RuntimeError):
             writer.close()
+
+    def _counts(self, data: bytes, event: int) -> bool:
+        """Whether the event starting at ``event`` in ``data`` counts towards a cut."""
+        if self.only is None:
+            return True
+        end = data.find(_EVENT, event + len(_EVENT))
+        return data.find(self.only, event, len(data) if end == -1 else end) != -1
 
     async def _handle(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -106,11 +121,13 @@ class CuttingProxy:
 
 
 @asynccontextmanager
-async def cutting_proxy(target_url: str, cuts: dict[int, int]) -> AsyncIterator[CuttingProxy]:
+async def cutting_proxy(
+    target_url: str, cuts: dict[int, int], *, only: bytes | None = None
+) -> AsyncIterator[CuttingProxy]:
     """A ``CuttingProxy`` in front of ``target_url`` (``http://127.0.0.1:PORT``); its URL
     is ``proxy.url``."""
     port = int(target_url.rsplit(":", 1)[1].split("/", 1)[0])
-    proxy = CuttingProxy(port, dict(cuts))
+    proxy = CuttingProxy(port, dict(cuts), only=only)
     proxy.url = await proxy.start()
     try:
         yield proxy
