@@ -75,7 +75,6 @@ from a2a.server.agent_execution import RequestContext
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event, EventConsumer, EventQueue
 from a2a.server.events.queue_manager import NoTaskQueue
-from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.tasks import ResultAggregator, TaskManager, TaskStore
 from a2a.types import (
     DeleteTaskPushNotificationConfigParams,
@@ -104,6 +103,7 @@ from llamon_agent.a2a.ownership import OwnedTaskStore, masked_push_config
 from llamon_agent.a2a.parts import application_error_to_parts
 from llamon_agent.a2a.protocol import as_protocol_errors, push_not_supported
 from llamon_agent.a2a.queues import LlamonQueueManager, abandon_queue
+from llamon_agent.a2a.sdk_spans import SdkRequestHandler
 from llamon_agent.a2a.sent import DEFAULT_WINDOW, SentKey, SentMessages
 from llamon_agent.a2a.states import PAUSED_STATES, TERMINAL_STATES
 from llamon_agent.a2a.stores.guard import GuardedTaskStore, guard_task_store
@@ -313,7 +313,7 @@ class _Reader(ResultAggregator):
         return result
 
 
-class LlamonRequestHandler(DefaultRequestHandler):
+class LlamonRequestHandler(SdkRequestHandler):
     """``DefaultRequestHandler`` + request validation + ProtocolErrorData on every error.
 
     ``task_store`` is used through ``guard_task_store`` (outages classified, refused

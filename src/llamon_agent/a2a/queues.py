@@ -32,10 +32,10 @@
   at once instead of receiving keep-alives forever; the request handler then answers the
   task's stored end.
 
-A queue's own operations (``enqueue_event``, ``dequeue_event``, ``task_done``) open
-a2a-sdk's per-call span only when a tracer provider is configured; without one that span
-records nothing, and skipping it takes a third of the event loop's time off every streamed
-chunk. With a provider set, every call is traced as a2a-sdk traces it.
+A queue's own operations (``enqueue_event``, ``dequeue_event``, ``task_done`` ...) open
+a2a-sdk's per-call span only when a tracer provider is configured
+(``llamon_agent.a2a.sdk_spans``); without one that span records nothing, and skipping it
+takes a third of the event loop's time off every streamed chunk.
 
 Given ``post`` (``LlamonQueueManager(post=EventRelay.post)``: a server with ``redis_url``),
 each run's queue also hands every event it takes to ``post(task_id, event)``, so other
@@ -46,51 +46,19 @@ plain one and nothing is handed on.
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Callable
 
-from a2a.server.events import EventQueue, InMemoryQueueManager
+from a2a.server.events import EventQueue
 from a2a.server.events.event_queue import Event
 from a2a.server.events.queue_manager import NoTaskQueue, TaskQueueExists
 
-from llamon_agent.core.telemetry import tracer_provider_set
+from llamon_agent.a2a.sdk_spans import SdkEventQueue, SdkQueueManager
 
 __all__ = ["LlamonQueueManager", "Post", "abandon_queue"]
 
 
-def _untraced(method: Any) -> Any:
-    """``method`` without a2a-sdk's tracing wrapper (itself when it has none)."""
-    return getattr(method, "__wrapped__", method)
-
-
-_ENQUEUE: Callable[[EventQueue, Event], Awaitable[None]] = _untraced(EventQueue.enqueue_event)
-_DEQUEUE: Callable[[EventQueue, bool], Awaitable[Event]] = _untraced(EventQueue.dequeue_event)
-_TASK_DONE: Callable[[EventQueue], None] = _untraced(EventQueue.task_done)
-
-
-class _TaskQueue(EventQueue):
-    """A task's queue whose taps receive their own copy of each event; its per-event
-    operations skip a2a-sdk's span while no tracer provider is configured."""
-
-    async def enqueue_event(self, event: Event) -> None:
-        """Put ``event`` on this queue and its taps (a2a-sdk's, see the class)."""
-        if tracer_provider_set():
-            await super().enqueue_event(event)
-        else:
-            await _ENQUEUE(self, event)
-
-    async def dequeue_event(self, no_wait: bool = False) -> Event:
-        """The next event (a2a-sdk's, see the class)."""
-        if tracer_provider_set():
-            return await super().dequeue_event(no_wait)
-        return await _DEQUEUE(self, no_wait)
-
-    def task_done(self) -> None:
-        """Mark one dequeued event handled (a2a-sdk's, see the class)."""
-        if tracer_provider_set():
-            super().task_done()
-        else:
-            _TASK_DONE(self)
+class _TaskQueue(SdkEventQueue):
+    """A task's queue whose taps receive their own copy of each event."""
 
     def tap(self) -> EventQueue:
         """A child queue that receives a deep copy of every later event; closed at once
@@ -147,7 +115,7 @@ Post = Callable[[str, Event], None]
 """Takes each event of a run as it is published, with its task's id; never raises."""
 
 
-class LlamonQueueManager(InMemoryQueueManager):
+class LlamonQueueManager(SdkQueueManager):
     """``InMemoryQueueManager`` whose taps get copies and whose ``close`` waits for one
     queue without the shared lock (see the module docstring); with ``post``, each run's
     events are also handed to it."""

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 from a2a.extensions.common import HTTP_EXTENSION_HEADER
 from a2a.server.apps import A2AStarletteApplication
 from a2a.server.context import ServerCallContext
-from a2a.server.request_handlers import JSONRPCHandler, RequestHandler
+from a2a.server.request_handlers import RequestHandler
 from a2a.server.tasks import PushNotificationConfigStore, TaskStore
 from a2a.types import (
     A2AError,
@@ -82,6 +82,7 @@ from llamon_agent.a2a.protocol import (
 )
 from llamon_agent.a2a.push import BackgroundPushSender, PolicyCheckedConfigStore
 from llamon_agent.a2a.push_policy import PushPolicy
+from llamon_agent.a2a.sdk_spans import SdkJSONRPCHandler
 from llamon_agent.a2a.sent import DEFAULT_WINDOW
 from llamon_agent.a2a.stores import memory_stores
 from llamon_agent.a2a.stores.failures import FailureStore
@@ -143,7 +144,7 @@ def _dump(response: BaseModel) -> dict[str, Any]:
     return _reply(response.model_dump(mode="json", exclude_none=True))
 
 
-class _LlamonJSONRPCHandler(JSONRPCHandler):
+class _LlamonJSONRPCHandler(SdkJSONRPCHandler):
     """a2a-sdk's JSON-RPC dispatch with the answers for what the card does not declare.
 
     All four push-config methods answer -32003 on a card without push (a2a-sdk answers
