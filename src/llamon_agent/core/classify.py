@@ -759,8 +759,20 @@ def unregister_exception(exc_type: Key) -> None:
             _registry[key] = builtin
 
 
+_DOTTED_MAX: Final = 4096
+_dotted_names: dict[type, str] = {}
+
+
 def _dotted(cls: type) -> str:
-    return f"{cls.__module__.partition('.')[0]}.{cls.__qualname__}"
+    """``cls``'s registry name: its top-level package, then its qualified name (worked
+    out once per class)."""
+    name = _dotted_names.get(cls)
+    if name is None:
+        name = f"{cls.__module__.partition('.')[0]}.{cls.__qualname__}"
+        if len(_dotted_names) >= _DOTTED_MAX:
+            _dotted_names.clear()
+        _dotted_names[cls] = name
+    return name
 
 
 def _apply(rule: Rule, exc: BaseException) -> Classification | None:
