@@ -1137,6 +1137,24 @@ def test_a_bearer_token_with_plus_and_slash_in_a_query_leaves_nothing(token: str
     assert scrubbed.endswith("'")  # the quote after the URL is kept
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgres://:00000000+%00@db.internal:1/app",
+        "postgres://app:s3cr+t%21pw@db.internal:5432/orders",
+        "redis://:pa+ss%2Fword@cache:6379/0",
+    ],
+)
+def test_a_password_with_plus_and_percent_in_a_url_is_redacted_whole(url: str) -> None:
+    """In a URL's user-info "+" is the character itself, not a form-encoded space: the
+    user-info stays one piece to redact (it was cut at the "+", and what came after it was
+    taken for an e-mail address, leaving the start of the password)."""
+    password = url.split("://", 1)[1].rsplit("@", 1)[0].split(":", 1)[1]
+    for scrubbed in (scrub_text(url), json.dumps(scrub.scrub_evidence({"query": url}))):
+        assert "[REDACTED]@" in scrubbed, scrubbed
+        assert password.split("+")[0] not in scrubbed, scrubbed
+
+
 def test_the_unmapped_failure_message_is_kept_without_a_scan() -> None:
     message = incident_message("1a2b3c4d5e6f")
     assert message == "Internal error (incident 1a2b3c4d5e6f)."

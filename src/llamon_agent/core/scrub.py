@@ -723,11 +723,20 @@ def _scrub_plain(text: str) -> str:
 
 
 def _plus_as_space(text: str) -> str:
-    """Form encoding: "+" is a space in percent-encoded text and in a URL's query."""
+    """Form encoding: "+" is a space in percent-encoded text and in a URL's query -- never
+    in a URL's user-info, where it is the character itself (a password such as
+    ``0000+%00`` stays one user-info to redact)."""
     if "+" not in text:
         return text
     if _PERCENT_RUN_RE.search(text):
-        return text.replace("+", " ")
+        kept = [match.span() for match in _URL_USERINFO_RE.finditer(text)]
+        if not kept:
+            return text.replace("+", " ")
+        pieces, at = [], 0
+        for start, end in kept:
+            pieces += [text[at:start].replace("+", " "), text[start:end]]
+            at = end
+        return "".join([*pieces, text[at:].replace("+", " ")])
     if "?" in text:
         return _QUERY_RE.sub(lambda match: match.group(0).replace("+", " "), text)
     return text
@@ -864,7 +873,8 @@ def scrub_text(text: str, *, max_length: int = 2000) -> str:
       kept; ``Cookie:``/``Set-Cookie:`` header values are redacted to the end of the line;
     * values of identity keys (``user_id=``, ``username:``, ``customer_id``, ``email``,
       ``phone`` ...) -> ``[REDACTED:user_id]`` / ``[REDACTED:email]`` / ``[REDACTED:phone]``;
-    * URL user-info -> ``scheme://[REDACTED]@host``;
+    * URL user-info -> ``scheme://[REDACTED]@host`` (whole: a "+" in it is the character,
+      never a form-encoded space);
     * e-mail addresses -> ``[REDACTED:email]``; phone numbers (E.164, Korean mobile,
       North American with separators) -> ``[REDACTED:phone]``;
     * card numbers (13-19 digits starting with 2-6, plain or in card groups, Luhn-valid)
