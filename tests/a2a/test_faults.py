@@ -20,7 +20,6 @@ from llamon_agent.a2a.executor import CustomAgentExecutor
 from llamon_agent.a2a.serve import ServeOptions, fault_injection_problem, serve_agent
 from llamon_agent.a2a.server import create_app
 from llamon_agent.core.faults import (
-    FAULTS_EXTENSION_URI,
     FAULTS_METADATA_KEY,
     FaultPlan,
     ToolSlow,
@@ -145,8 +144,8 @@ async def test_the_app_warns_at_startup_when_fault_injection_is_on(
             pass
     warnings = [r.getMessage() for r in caplog.records if "fault injection" in r.getMessage()]
     assert warnings == [
-        f"fault injection is allowed: requests may carry a fault plan ({FAULTS_EXTENSION_URI}); "
-        "never run this in production"
+        "fault injection is allowed: requests may carry a fault plan "
+        f"(metadata {FAULTS_METADATA_KEY}); never run this in production"
     ]
     assert app.state.llamon_executor.allow_fault_injection is True
 

@@ -12,7 +12,7 @@ import pytest
 
 from llamon_agent.core.logs import install_log_scrubbing
 from llamon_agent.core.messages import _exception_line, _formatted_traceback, incident_id_for
-from llamon_agent.core.scrub import scrub_text
+from llamon_agent.core.scrub import scrub_log_text
 
 SECRET_TEXT = "connect to postgresql://app:s3cr3t-pw@db.internal:5432/orders failed"
 
@@ -164,12 +164,14 @@ def test_the_incident_line_is_the_scrubbed_line(captured: _Capture, case: str) -
         exc = _caught(CASES[case])
         incident = incident_id_for(exc)
         trace = "".join(traceback.format_exception(exc))
-        line = f"incident {incident}: unmapped {type(exc).__name__}\n" + scrub_text(
+        line = f"incident {incident}: unmapped {type(exc).__name__}\n" + scrub_log_text(
             trace, max_length=20_000
         )
-        assert captured.lines[-1] == scrub_text(line, max_length=20_000)
+        assert captured.lines[-1] == scrub_log_text(line, max_length=20_000)
         assert captured.lines[-1] == line
         assert "s3cr3t-pw" not in line
+        assert "db.internal" not in line  # no backend address in a log line either
+        assert "5432" not in line
         assert "abcdef0123456789abcdef0123456789" not in line
 
 
@@ -199,8 +201,10 @@ def test_a_long_line_is_cut_as_before(captured: _Capture) -> None:
     exc = _caught(lambda: _deep(3))
     incident = incident_id_for(exc)
     trace = "".join(traceback.format_exception(exc))
-    line = f"incident {incident}: unmapped RuntimeError\n" + scrub_text(trace, max_length=20_000)
-    assert captured.lines[-1] == scrub_text(line, max_length=20_000)
+    line = f"incident {incident}: unmapped RuntimeError\n" + scrub_log_text(
+        trace, max_length=20_000
+    )
+    assert captured.lines[-1] == scrub_log_text(line, max_length=20_000)
     assert captured.lines[-1].endswith("…[truncated]")
 
 

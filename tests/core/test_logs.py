@@ -36,6 +36,57 @@ def test_a_library_record_is_scrubbed(caplog: pytest.LogCaptureFixture) -> None:
     assert "ValueError" in caplog.text
 
 
+def _connect(app: object) -> None:
+    raise ConnectionRefusedError("connect to db-primary.prod.internal:5432 (10.2.3.4) refused")
+
+
+def test_a_library_line_and_its_traceback_name_no_backend(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A library's line naming a backend, with a traceback whose exception names it too:
+    the line and the exception lose the address, host name and IP; the traceback's source
+    lines read as written (``_connect(app)``)."""
+    install_log_scrubbing()
+    with caplog.at_level(logging.DEBUG, logger="asyncpg.test"):
+        try:
+            _connect(object())
+        except ConnectionRefusedError:
+            logging.getLogger("asyncpg.test").exception(
+                "pool to %s failed", "postgresql://app@db-primary.prod.internal:5432/orders"
+            )
+    (record,) = caplog.records
+    assert record.getMessage() == "pool to [REDACTED:url] failed"
+    assert record.exc_text is not None
+    assert 'raise ConnectionRefusedError("connect to' in record.exc_text  # the source line
+    assert "ConnectionRefusedError: connect to [REDACTED:host] ([REDACTED:host]) refused" in (
+        record.exc_text
+    )
+    for location in ("db-primary", "prod.internal", "5432", "10.2.3.4"):
+        assert location not in caplog.text
+
+
+def test_uvicorns_listen_line_keeps_the_servers_own_address() -> None:
+    """The address the server listens on (the only place a port-0 server shows its port)
+    is kept; the same shapes in any other uvicorn line are removed."""
+    install_log_scrubbing()
+    server = logging.getLogger("uvicorn.error")
+    handler = _Keep()
+    server.addHandler(handler)
+    level = server.level
+    server.setLevel(logging.INFO)
+    try:
+        server.info(
+            "Uvicorn running on %s://%s:%d (Press CTRL+C to quit)", "http", "127.0.0.1", 8123
+        )
+        server.info("Invalid HTTP request from %s:%d", "10.9.8.7", 5555)
+    finally:
+        server.removeHandler(handler)
+        server.setLevel(level)
+    listen, other = (record.getMessage() for record in handler.records)
+    assert listen == "Uvicorn running on http://127.0.0.1:8123 (Press CTRL+C to quit)"
+    assert other == "Invalid HTTP request from [REDACTED:host]:5555"  # the port alone names nothing
+
+
 async def test_a_bad_request_with_a_secret_logs_no_secret(caplog: pytest.LogCaptureFixture) -> None:
     async def agent(ctx: object) -> str:
         return "x"
@@ -94,7 +145,9 @@ def test_a_scrubbed_record_keeps_its_arguments_shape() -> None:
     assert isinstance(record.args, tuple)
     assert len(record.args) == 5
     assert record.args[4] == 200
-    assert record.getMessage() == '127.0.0.1:5 - "GET /x?api_key=[REDACTED:api_key] HTTP/1.1" 200'
+    assert record.getMessage() == (
+        '[REDACTED:host] - "GET /x?api_key=[REDACTED:api_key] HTTP/1.1" 200'
+    )
 
 
 def test_a_record_with_nothing_to_scrub_is_left_alone(caplog: pytest.LogCaptureFixture) -> None:

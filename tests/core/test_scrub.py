@@ -107,6 +107,7 @@ def test_public_api_is_exactly_the_documented_names() -> None:
         "keyed_hash",
         "scrub_evidence",
         "scrub_forwarded",
+        "scrub_log_text",
         "scrub_public_text",
         "scrub_text",
         "scrub_value",
@@ -886,6 +887,30 @@ def test_strip_locations(text: str, expected: str) -> None:
     assert scrub.strip_locations(text) == expected
 
 
+def test_scrub_log_text_strips_locations_and_keeps_a_tracebacks_source_lines() -> None:
+    trace = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/app/handlers.py", line 12, in handle\n'
+        "    return await self.app(scope, 'http://10.0.0.1:80/x')\n"
+        "                 ^^^^^^^^\n"
+        "RuntimeError: connect to postgresql://app:pw@db.internal:5432/orders failed\n"
+        "    host=db.prod.internal\n"
+        "see api.example.com"
+    )
+    assert scrub.scrub_log_text(trace).split("\n") == [
+        "Traceback (most recent call last):",
+        '  File "/srv/app/handlers.py", line 12, in handle',
+        "    return await self.app(scope, '[REDACTED:url]')",
+        "                 ^^^^^^^^",
+        "RuntimeError: connect to [REDACTED:url] failed",
+        "    host=[REDACTED:host]",
+        "see [REDACTED:host]",
+    ]
+    one_line = "pool at db.prod.internal:5432 for alice@example.com"
+    assert scrub.scrub_log_text(one_line) == "pool at [REDACTED:host] for [REDACTED:email]"
+    assert scrub.scrub_log_text(one_line) == scrub.scrub_public_text(one_line)
+
+
 def test_scrub_public_text_strips_and_scrubs_but_scrub_text_keeps_locations() -> None:
     text = "token=abcdefgh12345678 at https://api.internal/v1"
     assert scrub.scrub_public_text(text) == "token=[REDACTED:token] at [REDACTED:url]"
@@ -1150,9 +1175,11 @@ def test_a_password_with_plus_and_percent_in_a_url_is_redacted_whole(url: str) -
     user-info stays one piece to redact (it was cut at the "+", and what came after it was
     taken for an e-mail address, leaving the start of the password)."""
     password = url.split("://", 1)[1].rsplit("@", 1)[0].split(":", 1)[1]
-    for scrubbed in (scrub_text(url), json.dumps(scrub.scrub_evidence({"query": url}))):
-        assert "[REDACTED]@" in scrubbed, scrubbed
-        assert password.split("+")[0] not in scrubbed, scrubbed
+    scrubbed = scrub_text(url)
+    assert "[REDACTED]@" in scrubbed, scrubbed
+    assert password.split("+")[0] not in scrubbed, scrubbed
+    evidence = json.dumps(scrub.scrub_evidence({"query": url}))
+    assert evidence == '{"query": "[REDACTED:url]"}'  # evidence keeps no location either
 
 
 def test_the_unmapped_failure_message_is_kept_without_a_scan() -> None:

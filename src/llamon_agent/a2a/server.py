@@ -89,7 +89,7 @@ from llamon_agent.a2a.stores.failures import FailureStore
 from llamon_agent.a2a.stores.task_events import TaskEventStore
 from llamon_agent.client.extensions import IDEMPOTENT_SEND_EXTENSION
 from llamon_agent.core.events import EventBus
-from llamon_agent.core.faults import FAULTS_EXTENSION_URI
+from llamon_agent.core.faults import FAULTS_EXTENSION_URI, FAULTS_METADATA_KEY
 from llamon_agent.core.logs import install_log_scrubbing
 from llamon_agent.core.settings import idempotency_window_setting, push_allow_setting
 from llamon_agent.core.telemetry import span_event_subscriber
@@ -600,9 +600,9 @@ def create_app(
             freeze_startup_heap()
         if allow_fault_injection:
             logger.warning(
-                "fault injection is allowed: requests may carry a fault plan (%s); "
+                "fault injection is allowed: requests may carry a fault plan (metadata %s); "
                 "never run this in production",
-                FAULTS_EXTENSION_URI,
+                FAULTS_METADATA_KEY,
             )
         handler.start_listening()  # with redis_url: cancels other replicas were sent
         if liveness is not None:

@@ -20,7 +20,7 @@ from llamon_agent.core.cause import cause_chain, cause_evidence
 from llamon_agent.core.classify import classify_exception
 from llamon_agent.core.codes import ErrorCode, Stage
 from llamon_agent.core.error_data import BaseErrorData
-from llamon_agent.core.messages import public_message, public_text
+from llamon_agent.core.messages import public_message
 from llamon_agent.core.scrub import scrub_evidence, scrub_public_text, scrub_text
 
 __all__ = ["FailureRecord"]
@@ -210,7 +210,7 @@ class FailureRecord:
         incident_id = None
         designed = base.get("message")
         if designed and found.expose_text and found.message is None:
-            base["message"] = public_text(str(designed), found.exception)
+            base["message"] = scrub_public_text(str(designed))
         else:
             message = public_message(found)
             base["message"], incident_id = message.text, message.incident_id

@@ -6,8 +6,11 @@ a bad request, sse_starlette logs every SSE chunk at DEBUG, uvicorn and httpx lo
 database drivers log connection parameters. ``install_log_scrubbing()`` wraps the
 log-record factory so that every record of every logger (except the pre-scrubbed
 ``llamon_agent.failures``) is scrubbed when it is created -- message, arguments and
-traceback -- whatever handlers are configured.
-The server installs it; ``LLAMON_SCRUB_LOGS=0`` turns it off.
+traceback -- whatever handlers are configured: secrets and personal data are redacted,
+and upstream locations (URLs, ``host:port``, IP addresses, host names) are removed as
+from a client's message (``core.scrub.scrub_log_text``; a traceback's source lines keep
+their dotted names). uvicorn's "Uvicorn running on ..." line keeps the address the
+server listens on. The server installs it; ``LLAMON_SCRUB_LOGS=0`` turns it off.
 
 A record keeps its shape, so other libraries' formatters still work (uvicorn's access
 formatter unpacks its five arguments): a record with nothing to scrub is left untouched;
@@ -30,12 +33,12 @@ import contextvars
 import json
 import logging
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from llamon_agent.core.failures import FailureRecord
-from llamon_agent.core.scrub import ScrubbedText, scrub_text
+from llamon_agent.core.scrub import ScrubbedText, scrub_log_text, scrub_text
 from llamon_agent.core.settings import scrub_logs_enabled
 
 __all__ = [
@@ -64,6 +67,13 @@ _SCRUB_FAILED: Final = "[REDACTED:log_scrub_failed]"
 _KEPT_TYPES: Final = (int, float, bool, type(None))
 """Argument types kept as they are (``%d`` needs a number; a formatter may need the int)."""
 _installed = False
+
+_Scrub = Callable[..., str]
+_LISTEN_LOGGER: Final = "uvicorn.error"
+_LISTEN_LINE: Final = "Uvicorn running on "
+"""uvicorn's line naming the address this server listens on -- the operator's own
+setting, and the only place a server started on port 0 shows its port: it keeps that
+address (secrets are still scrubbed). Every other line loses its locations."""
 
 _HTTP_LIBRARY_LOGGERS: Final = (
     "httpx",
@@ -100,9 +110,9 @@ class _ScrubbedArg:
 
     __slots__ = ("_repr", "_str")
 
-    def __init__(self, value: object) -> None:
-        self._str = scrub_text(str(value), max_length=_MAX_LINE)
-        self._repr = scrub_text(repr(value), max_length=_MAX_LINE)
+    def __init__(self, value: object, scrub: _Scrub) -> None:
+        self._str = scrub(str(value), max_length=_MAX_LINE)
+        self._repr = scrub(repr(value), max_length=_MAX_LINE)
 
     def __str__(self) -> str:
         return self._str
@@ -111,15 +121,15 @@ class _ScrubbedArg:
         return self._repr
 
 
-def _scrub_arg(value: object) -> object:
+def _scrub_arg(value: object, scrub: _Scrub) -> object:
     if isinstance(value, _KEPT_TYPES):
         return value
     if isinstance(value, str):
-        return scrub_text(value, max_length=_MAX_LINE)
-    return _ScrubbedArg(value)
+        return scrub(value, max_length=_MAX_LINE)
+    return _ScrubbedArg(value, scrub)
 
 
-def _scrub_message(record: logging.LogRecord) -> None:
+def _scrub_message(record: logging.LogRecord, scrub: _Scrub) -> None:
     """Scrub ``msg % args`` keeping the record's shape: ``args`` stays a tuple (or mapping)
     of the same length, each argument scrubbed, when that yields a clean message; a record
     with nothing to scrub is left untouched, and so is a message already scrubbed
@@ -128,45 +138,46 @@ def _scrub_message(record: logging.LogRecord) -> None:
         if isinstance(record.msg, ScrubbedText):
             return
         text = str(record.msg)
-        clean = scrub_text(text, max_length=_MAX_LINE)
+        clean = scrub(text, max_length=_MAX_LINE)
         if clean != text:
             record.msg = clean
         return
     text = record.getMessage()
-    clean = scrub_text(text, max_length=_MAX_LINE)
+    clean = scrub(text, max_length=_MAX_LINE)
     if clean == text:
         return
     args: Any
     if isinstance(record.args, Mapping):
-        args = {key: _scrub_arg(value) for key, value in record.args.items()}
+        args = {key: _scrub_arg(value, scrub) for key, value in record.args.items()}
     else:
-        args = tuple(_scrub_arg(value) for value in record.args)
+        args = tuple(_scrub_arg(value, scrub) for value in record.args)
     try:
         rebuilt = str(record.msg) % args
     except Exception:
         rebuilt = None
-    if rebuilt is not None and scrub_text(rebuilt, max_length=_MAX_LINE) == rebuilt:
+    if rebuilt is not None and scrub(rebuilt, max_length=_MAX_LINE) == rebuilt:
         record.args = args
     else:  # the secret spans arguments or sits in the format string itself
         record.msg, record.args = clean, ()
 
 
 def _scrub_record(record: logging.LogRecord) -> None:
+    own_address = record.name == _LISTEN_LOGGER and str(record.msg).startswith(_LISTEN_LINE)
     try:
-        _scrub_message(record)
+        _scrub_message(record, scrub_text if own_address else scrub_log_text)
     except Exception:
         record.msg, record.args = _SCRUB_FAILED, ()
     if record.exc_info and record.exc_info[1] is not None:
         try:
             trace = "".join(traceback.format_exception(record.exc_info[1])).rstrip("\n")
-            record.exc_text = scrub_text(trace, max_length=_MAX_LINE)
+            record.exc_text = scrub_log_text(trace, max_length=_MAX_LINE)
         except Exception:
             record.exc_text = _SCRUB_FAILED
         record.exc_info = None
     elif record.exc_text:
-        record.exc_text = scrub_text(record.exc_text, max_length=_MAX_LINE)
+        record.exc_text = scrub_log_text(record.exc_text, max_length=_MAX_LINE)
     if record.stack_info:
-        record.stack_info = scrub_text(record.stack_info, max_length=_MAX_LINE)
+        record.stack_info = scrub_log_text(record.stack_info, max_length=_MAX_LINE)
 
 
 def _scrubbed_factory(previous: Any) -> Any:

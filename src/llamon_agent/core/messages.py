@@ -11,9 +11,9 @@
   clients only while ``LLAMON_DEBUG_ERRORS`` is on (and is scrubbed even then).
 
 Whatever text is shown, no upstream location leaves the process: URLs, ``host:port``
-pairs and IP addresses are removed (``core.scrub.scrub_public_text``). The text with
-them (secrets still scrubbed) is logged once per exception at INFO on
-``llamon_agent.errors``, so an operator can see which upstream failed.
+pairs, IP addresses and host names are removed (``core.scrub.scrub_public_text``); the
+incident line's traceback loses them too (``core.scrub.scrub_log_text``), so a log line
+names no backend either.
 
 The rule is deliberate: ``str(exc)`` never becomes ``errorMessage`` as such, because raw
 exception text is where secrets leak (connection strings, tokens in URLs, SQL values).
@@ -32,15 +32,19 @@ from typing import Any, Final
 
 from llamon_agent.core.classify import Classification
 from llamon_agent.core.codes import DEFAULT_MESSAGES
-from llamon_agent.core.scrub import ScrubbedText, incident_message, scrub_text, strip_locations
+from llamon_agent.core.scrub import (
+    ScrubbedText,
+    incident_message,
+    scrub_log_text,
+    scrub_public_text,
+)
 from llamon_agent.core.settings import debug_errors_enabled
 
-__all__ = ["PublicMessage", "incident_id_for", "public_message", "public_text", "safe_str"]
+__all__ = ["PublicMessage", "incident_id_for", "public_message", "safe_str"]
 
 logger = logging.getLogger("llamon_agent.errors")
 
 _INCIDENT_ATTR = "__llamon_incident_id__"
-_WITHHELD_ATTR = "__llamon_locations_logged__"
 _MAX_LINE: Final = 20_000
 """The incident line's length limit (the log-record scrubbing's too)."""
 
@@ -70,8 +74,8 @@ def incident_id_for(exc: BaseException) -> str:
     # The traceback is scrubbed too: log lines are outside the security boundary's reach.
     # Every part of the line is scrubbed here, so the log-record scrubbing keeps it as is
     # (a line over its length limit is left to it, which cuts it as before).
-    name = scrub_text(type(exc).__name__)
-    line = f"incident {incident}: unmapped {name}\n{scrub_text(trace, max_length=_MAX_LINE)}"
+    name = scrub_log_text(type(exc).__name__)
+    line = f"incident {incident}: unmapped {name}\n{scrub_log_text(trace, max_length=_MAX_LINE)}"
     logger.error(ScrubbedText(line) if len(line) <= _MAX_LINE else line)
     return incident
 
@@ -222,32 +226,6 @@ def safe_str(exc: BaseException) -> str:
         return ""
 
 
-def public_text(raw: str, exc: BaseException | None = None) -> str:
-    """``raw`` as a client may read it: scrubbed, and without any upstream location.
-
-    When locations were removed, the scrubbed text with them is logged at INFO on
-    ``llamon_agent.errors`` (once per ``exc`` when one is given).
-    """
-    scrubbed = scrub_text(raw)
-    public = strip_locations(scrubbed)
-    if public != scrubbed:
-        _log_withheld(raw, exc)
-    return public
-
-
-def _log_withheld(raw: str, exc: BaseException | None) -> None:
-    if exc is not None:
-        if getattr(exc, _WITHHELD_ATTR, False) is True:
-            return
-        with contextlib.suppress(AttributeError, TypeError):
-            setattr(exc, _WITHHELD_ATTR, True)
-    if logger.isEnabledFor(logging.INFO):
-        name = type(exc).__name__ if exc is not None else "message"
-        logger.info(
-            "upstream location withheld from a client message (%s): %s", name, scrub_text(raw)
-        )
-
-
 def public_message(classification: Classification) -> PublicMessage:
     """The client-safe message for a classified exception (see the module docstring)."""
     exc = classification.exception
@@ -257,9 +235,9 @@ def public_message(classification: Classification) -> PublicMessage:
         return PublicMessage(DEFAULT_MESSAGES[classification.code])
     raw = safe_str(exc)
     if classification.mapped:
-        return PublicMessage(public_text(raw, exc) if raw else f"{type(exc).__name__} was raised.")
+        return PublicMessage(scrub_public_text(raw) if raw else f"{type(exc).__name__} was raised.")
     incident = incident_id_for(exc)
     text = incident_message(incident)
     if debug_errors_enabled() and raw:
-        text = f"{text} {type(exc).__name__}: {public_text(raw, exc)}"
+        text = f"{text} {type(exc).__name__}: {scrub_public_text(raw)}"
     return PublicMessage(text, incident)

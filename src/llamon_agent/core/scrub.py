@@ -8,14 +8,16 @@ What a caller sees:
   ``max_length`` characters plus ``"…[truncated]"``.
 * :func:`scrub_evidence` returns a new dict built by an allow-list: credentials become
   ``{key}_present`` booleans, identities become ``{key}_hash`` keyed hashes, allowed
-  operational keys keep their (scrubbed) values, and everything else is dropped and named
-  under ``dropped_keys``.
+  operational keys keep their values (scrubbed, and without upstream locations: evidence
+  feeds failure records and events), and everything else is dropped and named under
+  ``dropped_keys``.
 * :func:`scrub_public_text` is :func:`scrub_text` for text that leaves the process (an
   error message a client, a model or an event consumer reads): it also removes every
   upstream location -- URLs become ``[REDACTED:url]``; ``host:port`` pairs, IPv4
   addresses, socket addresses (``('127.0.0.1', 5432)``) and host names
   ``[REDACTED:host]``; ``port 5432`` ``port [REDACTED:port]`` (:func:`strip_locations`).
-  Log lines keep them.
+* :func:`scrub_log_text` is the same for a log line: its traceback frames keep their
+  dotted names (``self.app(scope)``), every other line loses its locations as above.
 * :func:`keyed_hash` returns a 16-hex-char HMAC-SHA256 digest, so two records about the same
   user or session can be correlated without storing the raw identifier.
 
@@ -47,6 +49,7 @@ __all__ = [
     "keyed_hash",
     "scrub_evidence",
     "scrub_forwarded",
+    "scrub_log_text",
     "scrub_public_text",
     "scrub_text",
     "scrub_value",
@@ -928,7 +931,7 @@ def scrub_text(text: str, *, max_length: int = 2000) -> str:
 
 
 # --------------------------------------------------------------------------------------
-# Upstream locations (client-visible text only)
+# Upstream locations (client-visible text and log lines)
 # --------------------------------------------------------------------------------------
 
 # scheme://anything up to whitespace or a quote, without trailing punctuation.
@@ -989,18 +992,25 @@ def _host_value_repl(match: re.Match[str]) -> str:
     return f"{match.group('key')}{match.group('sep')}{quote}{_HOST_MARKER}{quote}"
 
 
-@lru_cache(maxsize=1024)
-def _strip_locations_cached(text: str) -> str:
-    if not _LOCATION_NEEDLE_RE.search(text):
-        return text
+def _strip_addresses(text: str) -> str:
+    """URLs, socket addresses, ``host:port`` pairs, IPv4 addresses and ``port N``: the
+    location shapes that never read as anything else, even in a line of source code."""
     text = _LOCATION_URL_RE.sub(_URL_MARKER, text)
     if "(" in text:
         text = _LOCATION_SOCKADDR_RE.sub(_HOST_MARKER, text)
     text = _LOCATION_HOST_PORT_RE.sub(_HOST_MARKER, text)
     text = _LOCATION_IPV4_RE.sub(_HOST_MARKER, text)
-    lowered = text.lower()
-    if "port" in lowered:
+    if "port" in text.lower():
         text = _LOCATION_PORT_RE.sub(rf"\g<key>\g<sep>{_PORT_MARKER}", text)
+    return text
+
+
+@lru_cache(maxsize=1024)
+def _strip_locations_cached(text: str) -> str:
+    if not _LOCATION_NEEDLE_RE.search(text):
+        return text
+    text = _strip_addresses(text)
+    lowered = text.lower()
     if "." in text or "localhost" in lowered:
         text = _LOCATION_HOSTNAME_RE.sub(_HOST_MARKER, text)
     if "host" in lowered or "server" in lowered:
@@ -1034,10 +1044,52 @@ def strip_locations(text: str) -> str:
 def scrub_public_text(text: str, *, max_length: int = 2000) -> str:
     """:func:`scrub_text` plus :func:`strip_locations`: text that may leave the process.
 
-    Use it for every message a client, a model or an event consumer reads; the server log
-    keeps the locations (it is scrubbed with :func:`scrub_text` only).
+    Use it for every message a client, a model or an event consumer reads; a log line
+    passes :func:`scrub_log_text`, the same policy made safe for tracebacks.
     """
     return strip_locations(scrub_text(text, max_length=max_length))
+
+
+_FRAME_LINE: Final = '  File "'
+_SOURCE_INDENT: Final = "    "
+
+
+def scrub_log_text(text: str, *, max_length: int = 2000) -> str:
+    """:func:`scrub_text` plus :func:`strip_locations`, for a log line or a traceback.
+
+    Every line loses its upstream locations as a client message does, except the lines
+    of a traceback's frames (``  File "...", line N, in f`` and the indented source and
+    caret lines under it): those lose URLs, ``host:port`` pairs, IP and socket addresses
+    and ``port N``, but keep dotted names, so ``self.app(scope)`` or ``logger.info(x)``
+    in a source line reads as written. Never raises.
+    """
+    scrubbed = scrub_text(text, max_length=max_length)
+    if "\n" not in scrubbed:
+        return strip_locations(scrubbed)
+    try:
+        if len(scrubbed) > _CACHE_MAX_TEXT:
+            return _strip_log_locations.__wrapped__(scrubbed)
+        return _strip_log_locations(scrubbed)
+    except Exception:
+        return _SCRUB_FAILED_TEXT
+
+
+@lru_cache(maxsize=256)
+def _strip_log_locations(text: str) -> str:
+    """``scrub_log_text``'s location rule for scrubbed text of several lines (remembered:
+    a failure at a known place logs the same traceback again)."""
+    lines = text.split("\n")
+    in_frame = False
+    for index, line in enumerate(lines):
+        if line.startswith(_FRAME_LINE):
+            in_frame = True
+        elif not line.startswith(_SOURCE_INDENT):
+            in_frame = False
+        if in_frame:
+            lines[index] = _strip_addresses(line)
+        elif line:
+            lines[index] = strip_locations(line)
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------------------
@@ -1214,7 +1266,6 @@ _DEFAULT_ALLOWED_KEYS: Final = frozenset(
         "fields",
         "filter",
         "graph_version",
-        "host",
         "http_status",
         "incident_id",
         "input_mode",
@@ -1375,8 +1426,8 @@ def _scrub_value(value: object, depth: int) -> object:
         return int(value)
     if isinstance(value, float):
         return float(value)
-    if isinstance(value, str):
-        return scrub_text(str.__str__(value), max_length=_EVIDENCE_TEXT_LIMIT)
+    if isinstance(value, str):  # evidence feeds records and events: no location either
+        return strip_locations(scrub_text(str.__str__(value), max_length=_EVIDENCE_TEXT_LIMIT))
     if isinstance(value, bytes | bytearray | memoryview):
         return f"[bytes:{len(value)}]"
     if isinstance(value, Mapping):
@@ -1409,14 +1460,15 @@ def _scrub_value(value: object, depth: int) -> object:
 def scrub_value(value: object) -> object:
     """Return the safe form of one evidence value (the policy used for allowed keys).
 
-    The caller sees: ``str`` -> :func:`scrub_text` with ``max_length=500``; ``int``,
-    ``float``, ``bool`` and ``None`` unchanged (subclasses such as ``IntEnum`` become plain
-    ``int``/``float``); lists, tuples and sets -> a list of their first 50 items, each
-    scrubbed (sets sorted when possible); mappings -> :func:`scrub_evidence` applied
-    recursively, with ``"[depth-limit]"`` in place of anything nested deeper than 5
-    levels; ``bytes`` -> ``"[bytes:N]"``; ``datetime``/``date``/``time`` -> ISO text; enum
-    members -> ``"Type.NAME"``; any other object -> its type name only, never its repr.
-    Never raises (``"[scrub-failed]"`` on an internal error).
+    The caller sees: ``str`` -> :func:`scrub_public_text` with ``max_length=500`` (no
+    location either); ``int``, ``float``, ``bool`` and ``None`` unchanged (subclasses
+    such as ``IntEnum`` become plain ``int``/``float``); lists, tuples and sets -> a
+    list of their first 50 items, each scrubbed (sets sorted when possible); mappings
+    -> :func:`scrub_evidence` applied recursively, with ``"[depth-limit]"`` in place of
+    anything nested deeper than 5 levels; ``bytes`` -> ``"[bytes:N]"``;
+    ``datetime``/``date``/``time`` -> ISO text; enum members -> ``"Type.NAME"``; any
+    other object -> its type name only, never its repr. Never raises
+    (``"[scrub-failed]"`` on an internal error).
     """
     try:
         return _scrub_value(value, 1)
