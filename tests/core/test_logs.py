@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -65,28 +67,6 @@ def test_a_library_line_and_its_traceback_name_no_backend(
         assert location not in caplog.text
 
 
-def test_uvicorns_listen_line_keeps_the_servers_own_address() -> None:
-    """The address the server listens on (the only place a port-0 server shows its port)
-    is kept; the same shapes in any other uvicorn line are removed."""
-    install_log_scrubbing()
-    server = logging.getLogger("uvicorn.error")
-    handler = _Keep()
-    server.addHandler(handler)
-    level = server.level
-    server.setLevel(logging.INFO)
-    try:
-        server.info(
-            "Uvicorn running on %s://%s:%d (Press CTRL+C to quit)", "http", "127.0.0.1", 8123
-        )
-        server.info("Invalid HTTP request from %s:%d", "10.9.8.7", 5555)
-    finally:
-        server.removeHandler(handler)
-        server.setLevel(level)
-    listen, other = (record.getMessage() for record in handler.records)
-    assert listen == "Uvicorn running on http://127.0.0.1:8123 (Press CTRL+C to quit)"
-    assert other == "Invalid HTTP request from [REDACTED:host]:5555"  # the port alone names nothing
-
-
 async def test_a_bad_request_with_a_secret_logs_no_secret(caplog: pytest.LogCaptureFixture) -> None:
     async def agent(ctx: object) -> str:
         return "x"
@@ -126,28 +106,50 @@ class _Keep(logging.Handler):
         self.records.append(record)
 
 
+@contextlib.contextmanager
+def _kept(name: str) -> Iterator[list[logging.LogRecord]]:
+    """The records of logger ``name`` at INFO and above, scrubbing installed (uvicorn's
+    logging config may stop its loggers' propagation, so caplog would not see them)."""
+    install_log_scrubbing()
+    logger = logging.getLogger(name)
+    handler = _Keep()
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        yield handler.records
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
 def test_a_scrubbed_record_keeps_its_arguments_shape() -> None:
     """Other libraries' formatters read ``record.args`` (uvicorn's unpacks five of them)."""
-    install_log_scrubbing()
-    access = logging.getLogger("uvicorn.access")  # uvicorn's config may stop propagation
-    handler = _Keep()
-    access.addHandler(handler)
-    level = access.level
-    access.setLevel(logging.INFO)
-    try:
-        access.info(
+    with _kept("uvicorn.access") as records:
+        logging.getLogger("uvicorn.access").info(
             '%s - "%s %s HTTP/%s" %d', "127.0.0.1:5", "GET", f"/x?api_key={SECRET}", "1.1", 200
         )
-    finally:
-        access.removeHandler(handler)
-        access.setLevel(level)
-    (record,) = handler.records
+    (record,) = records
     assert isinstance(record.args, tuple)
     assert len(record.args) == 5
     assert record.args[4] == 200
     assert record.getMessage() == (
         '[REDACTED:host] - "GET /x?api_key=[REDACTED:api_key] HTTP/1.1" 200'
     )
+
+
+def test_uvicorns_listen_line_keeps_the_servers_own_address() -> None:
+    """The address the server listens on (the only place a port-0 server shows its port)
+    is kept; the same shapes in any other uvicorn line are removed."""
+    server = logging.getLogger("uvicorn.error")
+    with _kept("uvicorn.error") as records:
+        server.info(
+            "Uvicorn running on %s://%s:%d (Press CTRL+C to quit)", "http", "127.0.0.1", 8123
+        )
+        server.info("Invalid HTTP request from %s:%d", "10.9.8.7", 5555)
+    listen, other = (record.getMessage() for record in records)
+    assert listen == "Uvicorn running on http://127.0.0.1:8123 (Press CTRL+C to quit)"
+    assert other == "Invalid HTTP request from [REDACTED:host]:5555"  # a port alone names nothing
 
 
 def test_a_record_with_nothing_to_scrub_is_left_alone(caplog: pytest.LogCaptureFixture) -> None:
