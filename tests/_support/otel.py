@@ -12,12 +12,14 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
+from typing import Any
 
+import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
-__all__ = ["KEPT", "KeptSpans", "span_exporter", "span_texts", "spans_named"]
+__all__ = ["KEPT", "KeptSpans", "StartedSpans", "span_exporter", "span_texts", "spans_named"]
 
 KEPT = 5000
 
@@ -79,3 +81,27 @@ def span_texts(exporter: KeptSpans) -> Iterator[str]:
         for link in span.links:
             for key, value in (link.attributes or {}).items():
                 yield f"{key}={value!r}"
+
+
+class StartedSpans:
+    """Records the name of every span a tracer starts (and starts it as before)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.names: list[str] = []
+        get_tracer = trace.get_tracer
+
+        def recording_tracer(*args: Any, **kwargs: Any) -> trace.Tracer:
+            tracer = get_tracer(*args, **kwargs)
+            if getattr(tracer, "_recorded_by", None) is self:
+                return tracer  # a provider may hand out the same tracer again
+            tracer._recorded_by = self  # type: ignore[attr-defined]
+            start = tracer.start_as_current_span
+
+            def start_as_current_span(name: str, *more: Any, **options: Any) -> Any:
+                self.names.append(name)
+                return start(name, *more, **options)
+
+            tracer.start_as_current_span = start_as_current_span  # type: ignore[method-assign]
+            return tracer
+
+        monkeypatch.setattr(trace, "get_tracer", recording_tracer)

@@ -1,20 +1,21 @@
-"""a2a-sdk's per-call spans: started while a tracer provider is set, skipped without one --
-on a served send (a real server, a2a-sdk's client) and on a class of a2a-sdk's own shape."""
+"""a2a-sdk's server spans: started while a tracer provider is set, skipped without one, on
+a served send (a real server, a2a-sdk's client); a failure in them is its reason, never
+its text."""
 
 from __future__ import annotations
 
-from typing import Any
-
+import httpx
 import pytest
-from a2a.types import TaskState
-from a2a.utils.telemetry import trace_class
+from a2a.server.context import ServerCallContext
+from a2a.server.tasks import InMemoryTaskStore
+from a2a.types import Task, TaskState
 from opentelemetry import trace
+from opentelemetry.trace import StatusCode
 
 from llamon_agent.a2a.agent import AgentContext
-from llamon_agent.a2a.sdk_spans import spans_only_when_traced
 from llamon_agent.a2a.server import create_app
 from tests._support.a2a_server import a2a_client, make_card, running_server, send, user_message
-from tests._support.otel import span_exporter
+from tests._support.otel import StartedSpans, span_exporter, span_texts, spans_named
 
 SERVER_CLASSES = (
     "DefaultRequestHandler.",
@@ -25,31 +26,9 @@ SERVER_CLASSES = (
 """The a2a-sdk classes llamon's server derives from: their spans are the ones skipped."""
 
 
-class StartedSpans:
-    """Records the name of every span a tracer starts (and starts it as before)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.names: list[str] = []
-        get_tracer = trace.get_tracer
-
-        def recording_tracer(*args: Any, **kwargs: Any) -> trace.Tracer:
-            tracer = get_tracer(*args, **kwargs)
-            if getattr(tracer, "_recorded_by", None) is self:
-                return tracer  # a provider may hand out the same tracer again
-            tracer._recorded_by = self  # type: ignore[attr-defined]
-            start = tracer.start_as_current_span
-
-            def start_as_current_span(name: str, *more: Any, **options: Any) -> Any:
-                self.names.append(name)
-                return start(name, *more, **options)
-
-            tracer.start_as_current_span = start_as_current_span  # type: ignore[method-assign]
-            return tracer
-
-        monkeypatch.setattr(trace, "get_tracer", recording_tracer)
-
-    def of_server_classes(self) -> list[str]:
-        return [name for name in self.names if any(cls in name for cls in SERVER_CLASSES)]
+def of_server_classes(names: list[str]) -> list[str]:
+    """The span names of ``SERVER_CLASSES``' methods."""
+    return [name for name in names if any(cls in name for cls in SERVER_CLASSES)]
 
 
 @pytest.fixture
@@ -81,7 +60,7 @@ async def test_without_a_tracer_provider_a_send_starts_none_of_a2a_sdks_server_s
     started = StartedSpans(monkeypatch)
     answers = await _send_twice()
     assert answers == [(TaskState.completed, "echo one"), (TaskState.completed, "echo two")]
-    assert started.of_server_classes() == []
+    assert of_server_classes(started.names) == []
 
 
 async def test_with_a_tracer_provider_a_send_records_a2a_sdks_server_spans() -> None:
@@ -98,63 +77,44 @@ async def test_with_a_tracer_provider_a_send_records_a2a_sdks_server_spans() -> 
         assert expected in names
 
 
-@trace_class()
-class Traced:
-    """A class traced as a2a-sdk traces its own."""
-
-    async def fetch(self, value: int) -> int:
-        return value + 1
-
-    def name(self) -> str:
-        return "traced"
-
-    def kept(self) -> str:
-        return "base"
+BACKEND = "connect to db-primary.prod.internal:5432 (10.2.3.4) refused"
 
 
-@spans_only_when_traced
-class Checked(Traced):
-    """The shape llamon uses: a checked class of a2a-sdk's, subclassed."""
+class Unreachable(InMemoryTaskStore):
+    """A task store whose reads fail, naming its backend, while ``down``."""
+
+    down = False
+
+    async def get(self, task_id: str, context: ServerCallContext | None = None) -> Task | None:
+        if self.down:
+            raise ConnectionRefusedError(BACKEND)
+        return await super().get(task_id, context)
 
 
-class Own(Checked):
-    def kept(self) -> str:
-        return f"own, then {super().kept()}"
-
-
-async def _called(own: Own) -> tuple[int, str, str]:
-    return await own.fetch(1), own.name(), own.kept()
-
-
-async def test_a_checked_class_starts_the_span_only_while_a_provider_is_set(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+async def test_a2a_sdks_spans_record_a_failure_by_its_reason_never_its_text() -> None:
+    """With a provider set, a task store that fails under ``tasks/get`` is in a2a-sdk's
+    handler span as the failure's reason (status ERROR, ``error.type``), never as the
+    exception's text or traceback, which name the backend."""
     exporter = span_exporter()
-    started = StartedSpans(monkeypatch)
-    assert await _called(Own()) == (2, "traced", "own, then base")
-    traced_names = [name for name in started.names if ".Traced." in name]
-    assert traced_names == [f"{__name__}.Traced.{m}" for m in ("fetch", "name", "kept")]
-    assert {s.name for s in exporter.get_finished_spans()} >= set(traced_names)
-
-    started.names.clear()
-    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
-    assert await _called(Own()) == (2, "traced", "own, then base")
-    assert started.names == []
-
-
-def test_only_inherited_traced_methods_are_replaced() -> None:
-    @spans_only_when_traced
-    class Defines(Traced):
-        def kept(self) -> str:
-            return "its own"
-
-    assert Defines.__dict__["kept"].__qualname__.endswith("Defines.kept")  # left as it is
-    assert Checked.fetch is not Traced.fetch
-    assert Checked.fetch.__wrapped__ is Traced.fetch.__wrapped__  # type: ignore[attr-defined]
-    assert Checked.name.__name__ == "name"
-
-    @spans_only_when_traced
-    class Again(Own):
-        """A subclass of a checked class: nothing left to check."""
-
-    assert "fetch" not in Again.__dict__
+    store = Unreachable()
+    app = create_app(echo, make_card(), task_store=store)
+    async with running_server(app) as url, a2a_client(url) as client:
+        task = await send(client, user_message("one"))
+        store.down = True
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"id": task.id}}
+        async with httpx.AsyncClient(timeout=10) as http:
+            refused = (await http.post(url, json=body)).json()
+            store.down = False
+            answered = (await http.post(url, json=body)).json()
+    assert refused["error"]["data"]["errorReason"] == "database_unavailable"
+    assert answered["result"]["status"]["state"] == "completed"  # the next request
+    texts = list(span_texts(exporter))
+    for location in ("db-primary", "prod.internal", "5432", "10.2.3.4", "refused"):
+        assert not [text for text in texts if location in text], location
+    name = "a2a.server.request_handlers.default_request_handler.DefaultRequestHandler.on_get_task"
+    failed, succeeded = spans_named(exporter, name)
+    assert failed.status.status_code == StatusCode.ERROR
+    assert failed.status.description == "database_unavailable"
+    assert (failed.attributes or {}).get("error.type") == "database_unavailable"
+    assert failed.events == ()  # no exception event: its text and traceback stay out
+    assert succeeded.status.status_code == StatusCode.OK

@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any, Final, Self, TypeVar, cast
 
 import httpx
 from a2a.client.middleware import ClientCallContext
-from a2a.client.transports.jsonrpc import JsonRpcTransport
 from a2a.types import (
     AgentCard,
     DataPart,
@@ -64,6 +63,7 @@ from llamon_agent.client.faults import (
 )
 from llamon_agent.client.result import RemoteResult
 from llamon_agent.client.retry import SYSTEM_CLOCK, RetryClock, RetryPolicy, call_with_retry
+from llamon_agent.client.sdk_spans import SdkJsonRpcTransport
 from llamon_agent.core.classify import classify_received
 from llamon_agent.core.codes import ErrorCode, Stage
 from llamon_agent.core.events import RunnerEvent, current_scope, emit, failure_metadata, observed
@@ -223,7 +223,7 @@ class AgentClient:
         self._card_ttl = card_ttl
         self._owns_http = httpx_client is None
         self._http = httpx_client or httpx.AsyncClient(timeout=timeout)
-        self._transport: JsonRpcTransport | None = None
+        self._transport: SdkJsonRpcTransport | None = None
 
     async def __aenter__(self) -> Self:
         return self
@@ -266,10 +266,10 @@ class AgentClient:
             self._transport.url = card.url
         return card
 
-    async def _prepared(self) -> tuple[AgentCard, JsonRpcTransport, ClientCallContext]:
+    async def _prepared(self) -> tuple[AgentCard, SdkJsonRpcTransport, ClientCallContext]:
         card = await self.card()
         if self._transport is None:
-            self._transport = JsonRpcTransport(self._http, card, url=self._url)
+            self._transport = SdkJsonRpcTransport(self._http, card, url=self._url)
         self._transport.agent_card = card
         headers = dict(await self.auth.headers(card)) if self.auth is not None else {}
         inject_trace_headers(headers)  # W3C traceparent: the called agent's span is a child
@@ -547,7 +547,7 @@ class AgentClient:
     async def _call(
         self,
         operation: str,
-        request: Callable[[JsonRpcTransport, ClientCallContext], Awaitable[T]],
+        request: Callable[[SdkJsonRpcTransport, ClientCallContext], Awaitable[T]],
         *,
         retry: RetryPolicy | None,
         idempotent: bool,

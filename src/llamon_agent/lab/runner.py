@@ -50,7 +50,6 @@ from typing import Any, Final
 import httpx
 from a2a.client.errors import A2AClientHTTPError, A2AClientJSONRPCError
 from a2a.client.middleware import ClientCallContext
-from a2a.client.transports.jsonrpc import JsonRpcTransport
 from a2a.types import (
     AgentCard,
     DataPart,
@@ -75,6 +74,7 @@ from llamon_agent.client.errors import (
     remote_error_from_jsonrpc,
     remote_error_from_task,
 )
+from llamon_agent.client.sdk_spans import SdkJsonRpcTransport
 from llamon_agent.core.classify import classify_exception
 from llamon_agent.core.events import EventBus, RunnerEvent
 from llamon_agent.core.faults import FAULTS_EXTENSION_URI, FAULTS_METADATA_KEY, FaultPlan
@@ -186,7 +186,7 @@ class Lab:
         self._guide = guide
         self._stack: AsyncExitStack | None = None
         self._http: httpx.AsyncClient | None = None
-        self._transport: JsonRpcTransport | None = None
+        self._transport: SdkJsonRpcTransport | None = None
         self._events: _TaskEvents | None = None
         self._takes_faults = target is not None
         self._has_event_stream = True
@@ -208,7 +208,7 @@ class Lab:
                 )
                 self._card = await fetch_card(self._http, self.url, ttl=0)
                 self._takes_faults = _declares_faults(self._card)
-            self._transport = JsonRpcTransport(self._http, self._card, url=self.url)
+            self._transport = SdkJsonRpcTransport(self._http, self._card, url=self.url)
         except BaseException:
             await stack.aclose()
             raise
@@ -342,7 +342,7 @@ class Lab:
             await self._clean_up(case, result)
         return result
 
-    async def _send(self, transport: JsonRpcTransport, case: Case, plan: FaultPlan) -> _Answer:
+    async def _send(self, transport: SdkJsonRpcTransport, case: Case, plan: FaultPlan) -> _Answer:
         metadata = {FAULTS_METADATA_KEY: plan.to_metadata()} if plan else None
         message = Message(
             role=Role.user, parts=_parts(case), message_id=uuid.uuid4().hex, kind="message"
