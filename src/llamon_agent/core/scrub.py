@@ -1427,7 +1427,7 @@ def _scrub_value(value: object, depth: int) -> object:
     if isinstance(value, float):
         return float(value)
     if isinstance(value, str):  # evidence feeds records and events: no location either
-        return strip_locations(scrub_text(str.__str__(value), max_length=_EVIDENCE_TEXT_LIMIT))
+        return scrub_public_text(str.__str__(value), max_length=_EVIDENCE_TEXT_LIMIT)
     if isinstance(value, bytes | bytearray | memoryview):
         return f"[bytes:{len(value)}]"
     if isinstance(value, Mapping):
