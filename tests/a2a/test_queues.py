@@ -62,3 +62,33 @@ async def test_a_run_queue_delivers_the_same_with_and_without_a_tracer_provider(
         await queue.enqueue_event(done)
         assert await asyncio.wait_for(_read_all(EventConsumer(queue)), 5) == [working, done]
         assert queue.is_closed()
+
+
+async def test_a_graceful_close_waits_until_the_reader_has_read_every_event() -> None:
+    manager = LlamonQueueManager()
+    queue = await manager.create("t-1")
+    working = _status(TaskState.working, final=False)
+    await queue.enqueue_event(working)
+    closing = asyncio.ensure_future(queue.close())
+    await asyncio.sleep(0)
+    assert queue.is_closed()
+    assert not closing.done()  # the event is not read yet
+    await queue.enqueue_event(_status(TaskState.completed, final=True))  # closed: dropped
+    assert await queue.dequeue_event(no_wait=True) is working
+    queue.task_done()
+    await asyncio.wait_for(closing, 5)
+    assert queue.queue.empty()
+    await asyncio.wait_for(queue.close(), 5)  # closing again returns at once
+    await asyncio.wait_for(queue.close(immediate=True), 5)
+
+
+async def test_an_immediate_close_drops_the_unread_events_but_a_tap_keeps_its_own() -> None:
+    manager = LlamonQueueManager()
+    queue = await manager.create("t-1")
+    tapped = await manager.tap("t-1")
+    assert tapped is not None
+    done = _status(TaskState.completed, final=True)
+    await queue.enqueue_event(done)
+    await asyncio.wait_for(queue.close(immediate=True), 5)
+    assert queue.queue.empty()
+    assert await asyncio.wait_for(_read_all(EventConsumer(tapped)), 5) == [done]

@@ -103,6 +103,7 @@ from llamon_agent.a2a.ownership import OwnedTaskStore, masked_push_config
 from llamon_agent.a2a.parts import application_error_to_parts
 from llamon_agent.a2a.protocol import as_protocol_errors, push_not_supported
 from llamon_agent.a2a.queues import LlamonQueueManager, abandon_queue
+from llamon_agent.a2a.run_events import read_events
 from llamon_agent.a2a.sdk_spans import SdkRequestHandler
 from llamon_agent.a2a.sent import DEFAULT_WINDOW, SentKey, SentMessages
 from llamon_agent.a2a.states import PAUSED_STATES, TERMINAL_STATES
@@ -225,7 +226,8 @@ class _Reader(ResultAggregator):
     event only once it is stored (a stream: events read together are stored by one save,
     then sent), its manager coalesces the saves of events read together
     (``_RunManager.coalescing``). A non-blocking send's first answer and the events read
-    after it in the background are each saved as they come.
+    after it in the background are each saved as they come. The events are read with
+    ``run_events.read_events`` (a2a-sdk's reading, without a timer per waiting event).
     """
 
     def __init__(
@@ -266,12 +268,34 @@ class _Reader(ResultAggregator):
     ) -> tuple[Task | Message | None, bool, asyncio.Task[Any] | None]:
         # a non-blocking send answers its first event: each is saved as it comes
         async with self._reporting_stop(), self._coalesced(blocking):
-            result = await super().consume_and_break_on_interrupt(
-                consumer, blocking, event_callback
-            )
+            result = await self._read_until_answer(consumer, blocking, event_callback)
         if result[2] is None:  # nothing is read on in the background
             self._ended()
         return result
+
+    async def _read_until_answer(
+        self,
+        consumer: EventConsumer,
+        blocking: bool,
+        event_callback: Callable[[], Awaitable[None]] | None,
+    ) -> tuple[Task | Message | None, bool, asyncio.Task[Any] | None]:
+        """a2a-sdk's ``ResultAggregator.consume_and_break_on_interrupt`` over ``read_events``:
+        the run's events up to its end -- or, for a non-blocking send or at
+        ``auth-required``, up to the first, the rest read on in the background."""
+        events = read_events(consumer)
+        async for event in events:
+            if isinstance(event, Message):
+                self._message = event
+                return event, False, None
+            await self.task_manager.process(event)
+            auth_required = (
+                isinstance(event, Task | TaskStatusUpdateEvent)
+                and event.status.state == TaskState.auth_required
+            )
+            if auth_required or not blocking:
+                background = asyncio.create_task(self._continue_consuming(events, event_callback))
+                return await self.task_manager.get_task(), True, background
+        return await self.task_manager.get_task(), False, None
 
     async def _continue_consuming(
         self,
@@ -286,7 +310,7 @@ class _Reader(ResultAggregator):
         manager, held = self._manager, list[Event]()
         async with self._reporting_stop():
             async with self._coalesced():
-                async for event in consumer.consume_all():
+                async for event in read_events(consumer):
                     await manager.process(event)
                     if manager.unsaved:  # held as it is now: a2a-sdk changes it in place
                         held.append(event.model_copy(deep=True))
@@ -308,9 +332,18 @@ class _Reader(ResultAggregator):
 
     async def consume_all(self, consumer: EventConsumer) -> Task | Message | None:
         async with self._reporting_stop(), self._coalesced():
-            result = await super().consume_all(consumer)
+            result = await self._read_all(consumer)
         self._ended()
         return result
+
+    async def _read_all(self, consumer: EventConsumer) -> Task | Message | None:
+        """a2a-sdk's ``ResultAggregator.consume_all`` over ``read_events``."""
+        async for event in read_events(consumer):
+            if isinstance(event, Message):
+                self._message = event
+                return event
+            await self.task_manager.process(event)
+        return await self.task_manager.get_task()
 
 
 class LlamonRequestHandler(SdkRequestHandler):

@@ -53,6 +53,7 @@ from a2a.server.events.event_queue import Event
 from a2a.server.events.queue_manager import NoTaskQueue, TaskQueueExists
 
 from llamon_agent.a2a.sdk_spans import SdkEventQueue, SdkQueueManager
+from llamon_agent.core.telemetry import tracer_provider_set
 
 __all__ = ["LlamonQueueManager", "Post", "abandon_queue"]
 
@@ -74,7 +75,21 @@ class _TaskQueue(SdkEventQueue):
 
     async def clear_events(self, clear_child_queues: bool = True) -> None:
         """Drop this queue's unread events; a tapped queue keeps its own for its reader."""
+        if self.queue.empty() and not tracer_provider_set():
+            return  # nothing to drop
         await super().clear_events(clear_child_queues=False)
+
+    async def close(self, immediate: bool = False) -> None:
+        """a2a-sdk's ``close``; a graceful one of a queue with no taps waits for its reader
+        directly (a2a-sdk gathers that wait with its taps' closes in a new task)."""
+        if immediate or self._children or tracer_provider_set() or sys.version_info >= (3, 13):
+            await super().close(immediate)
+            return
+        async with self._lock:
+            if self._is_closed:
+                return
+            self._is_closed = True
+        await self.queue.join()
 
 
 class _TappedQueue(_TaskQueue):
