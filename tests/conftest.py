@@ -1,4 +1,5 @@
-"""Project fixtures; ``stub_executor_run`` is re-exported for tests that import it from here.
+"""Project fixtures; ``stub_executor_run`` is re-exported for tests that import it from here,
+``with_and_without_a_tracer_provider`` (``tests._support.otel``) for every test to use.
 
 ``stop_sse_watcher``: sse-starlette starts one shutdown-watcher task per event loop and
 never stops it. Each async test has its own loop, so the task of a closed loop was left
@@ -13,8 +14,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from llamon_agent.testing import stub_executor_run
+from tests._support.otel import with_and_without_a_tracer_provider
 
-__all__ = ["stop_sse_watcher", "stub_executor_run"]
+__all__ = ["stop_sse_watcher", "stub_executor_run", "with_and_without_a_tracer_provider"]
 
 
 @pytest.fixture(autouse=True)

@@ -19,7 +19,15 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
-__all__ = ["KEPT", "KeptSpans", "StartedSpans", "span_exporter", "span_texts", "spans_named"]
+__all__ = [
+    "KEPT",
+    "KeptSpans",
+    "StartedSpans",
+    "span_exporter",
+    "span_texts",
+    "spans_named",
+    "with_and_without_a_tracer_provider",
+]
 
 KEPT = 5000
 
@@ -105,3 +113,16 @@ class StartedSpans:
             return tracer
 
         monkeypatch.setattr(trace, "get_tracer", recording_tracer)
+
+
+@pytest.fixture(params=["untraced", "traced"])
+def with_and_without_a_tracer_provider(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> bool:
+    """Runs a test without a tracer provider (llamon's own paths where a2a-sdk's spans
+    would record nothing) and with one (a2a-sdk's traced paths): ``True`` when traced.
+    Once any test installed the process's SDK, the rest of the suite runs traced only;
+    a module that uses this (``pytestmark = pytest.mark.usefixtures(...)``) pins both."""
+    traced: bool = request.param == "traced"
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", TracerProvider() if traced else None)
+    return traced

@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 from a2a.client.base_client import BaseClient
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import InMemoryTaskStore
@@ -31,6 +32,9 @@ from tests._support.a2a_server import (
 )
 
 DEADLINE = 10.0
+
+
+pytestmark = pytest.mark.usefixtures("with_and_without_a_tracer_provider")
 
 
 class RecordingStore(InMemoryTaskStore):

@@ -19,7 +19,7 @@ from a2a.types import (
 )
 
 from llamon_agent.a2a.queues import LlamonQueueManager
-from llamon_agent.a2a.run_events import ends_reading, read_events, run_events
+from llamon_agent.a2a.run_events import ends_reading, read_events, run_events, watch_agent
 
 WAIT = 5.0
 
@@ -173,3 +173,40 @@ async def test_with_a_tracer_provider_the_events_are_a2a_sdks_consume_all(
     stream = read_events(EventConsumer(queue))
     assert getattr(stream, "__name__", None) == "run_events"
     assert [event async for event in stream] == [done]
+
+
+@pytest.mark.parametrize("traced", [False, True], ids=["untraced", "traced"])
+async def test_the_agents_failure_is_noted_by_the_watched_callback(
+    traced: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider if traced else None)
+    queue = await LlamonQueueManager().create("t-1")
+    consumer = EventConsumer(queue)
+    consumer._timeout = 0.01
+    go = asyncio.Event()
+
+    async def agent() -> None:
+        await go.wait()
+        raise RuntimeError("the agent broke")
+
+    producer = asyncio.ensure_future(agent())
+    producer.add_done_callback(consumer.agent_task_callback)  # as a2a-sdk's handler does
+    watch_agent(consumer, producer)
+    go.set()
+
+    async def reader() -> list[Event]:
+        return [event async for event in run_events(consumer)]
+
+    with pytest.raises(RuntimeError, match="the agent broke"):
+        await asyncio.wait_for(reader(), WAIT)
+    names = [span.name for span in exporter.get_finished_spans()]
+    callback = "a2a.server.events.event_consumer.EventConsumer.agent_task_callback"
+    assert names.count(callback) == (1 if traced else 0)

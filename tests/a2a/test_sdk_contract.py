@@ -22,7 +22,7 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext, RequestCon
 from a2a.server.apps import A2AStarletteApplication
 from a2a.server.apps.jsonrpc import jsonrpc_app
 from a2a.server.apps.jsonrpc.jsonrpc_app import JSONRPCApplication
-from a2a.server.events import EventQueue, InMemoryQueueManager
+from a2a.server.events import EventConsumer, EventQueue, InMemoryQueueManager
 from a2a.server.request_handlers import DefaultRequestHandler, JSONRPCHandler
 from a2a.server.tasks import (
     DatabaseTaskStore,
@@ -157,6 +157,21 @@ HOOKS = [
         ("event",),
         "async",
         "_Reader.consume_and_emit calls it for each event it reads",
+    ),
+    Hook(
+        TaskManager,
+        "ensure_task",
+        ("event",),
+        "async",
+        "_RunManager._save_artifact calls it (a2a-sdk's artifact branch of save_task_event)",
+    ),
+    # llamon_agent.a2a.run_events
+    Hook(
+        EventConsumer,
+        "agent_task_callback",
+        ("agent_task",),
+        "sync",
+        "run_events.watch_agent swaps it for the same callback without its span",
     ),
     # llamon_agent.a2a.handler._Reader
     Hook(ResultAggregator, "__init__", ("task_manager",), "sync", "_Reader(task_manager)"),
@@ -313,6 +328,8 @@ CALLS = [
     Calls(DefaultRequestHandler, "on_message_send_stream", "consume_and_emit"),
     Calls(DefaultRequestHandler, "on_message_send_stream", "_send_push_notification_if_needed"),
     Calls(TaskManager, "process", "save_task_event"),
+    Calls(DefaultRequestHandler, "on_message_send", "agent_task_callback"),
+    Calls(DefaultRequestHandler, "on_message_send_stream", "agent_task_callback"),
     Calls(DefaultRequestHandler, "on_resubscribe_to_task", "tap"),
     Calls(ResultAggregator, "consume_and_break_on_interrupt", "_continue_consuming"),
     Calls(JSONRPCApplication, "_handle_requests", "_process_streaming_request"),
@@ -360,6 +377,8 @@ def _attributes() -> list[tuple[object, str, type[Any]]]:
     """(instance, attribute, the type llamon expects): a2a-sdk sets them in __init__."""
     handler = DefaultRequestHandler(_Idle(), InMemoryTaskStore())
     queue = EventQueue()
+    consumer = EventConsumer(queue)
+    manager_of_tasks = TaskManager(None, None, InMemoryTaskStore(), None)
     manager = InMemoryQueueManager()
     app = A2AStarletteApplication(_card(), handler)
     return [
@@ -372,6 +391,10 @@ def _attributes() -> list[tuple[object, str, type[Any]]]:
         (queue, "_is_closed", bool),
         (queue, "_lock", asyncio.Lock),
         (queue, "queue", asyncio.Queue),
+        (consumer, "queue", EventQueue),
+        (consumer, "_exception", type(None)),
+        (consumer, "_timeout", float),
+        (ResultAggregator(manager_of_tasks), "_message", type(None)),
         (manager, "_task_queue", dict),
         (manager, "_lock", asyncio.Lock),
         (app, "handler", JSONRPCHandler),
@@ -424,3 +447,18 @@ def test_every_override_llamon_makes_is_listed_here() -> None:
             if not any((base, name) in listed for base in cls.__mro__):
                 missing.append(f"{cls.__name__}.{name} (a2a-sdk's {owner.__name__})")
     assert not missing, "add these overrides to HOOKS: " + ", ".join(missing)
+
+
+def test_a2a_sdks_task_manager_appends_artifacts_with_the_traced_helper() -> None:
+    """``_RunManager._save_artifact`` is a2a-sdk's artifact branch of ``save_task_event``
+    with the helper's bare function (``__wrapped__``): both must still be there."""
+    from a2a.server.tasks import task_manager
+    from a2a.utils import helpers
+
+    assert getattr(task_manager, "append_artifact_to_task") is helpers.append_artifact_to_task  # noqa: B009
+    assert hasattr(helpers.append_artifact_to_task, "__wrapped__"), (
+        f"{SDK}: append_artifact_to_task is no longer a wrapper; _RunManager._save_artifact"
+    )
+    source = inspect.getsource(TaskManager.save_task_event)
+    for step in ("ensure_task(event)", "append_artifact_to_task(task, event)", "_save_task(task)"):
+        assert step in source, f"{SDK}: TaskManager.save_task_event no longer calls {step}"

@@ -28,6 +28,8 @@ from llamon_agent.a2a.server import create_app
 from tests._support.a2a_server import make_card
 from tests._support.a2a_server import user_message as message
 
+pytestmark = pytest.mark.usefixtures("with_and_without_a_tracer_provider")
+
 DEADLINE = 10.0
 HOST_IN_ERROR = "db.internal.example:5432"
 

@@ -32,6 +32,8 @@ from tests.a2a.test_wedge import (
     state_of,
 )
 
+pytestmark = pytest.mark.usefixtures("with_and_without_a_tracer_provider")
+
 
 class AgentAborted(BaseException):
     """Not an ``Exception``: ``except Exception`` does not catch it."""

@@ -96,6 +96,7 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import ServerError
+from a2a.utils.helpers import append_artifact_to_task
 from a2a.utils.task import apply_history_length
 
 from llamon_agent.a2a.executor import CustomAgentExecutor
@@ -103,7 +104,7 @@ from llamon_agent.a2a.ownership import OwnedTaskStore, masked_push_config
 from llamon_agent.a2a.parts import application_error_to_parts
 from llamon_agent.a2a.protocol import as_protocol_errors, push_not_supported
 from llamon_agent.a2a.queues import LlamonQueueManager, abandon_queue
-from llamon_agent.a2a.run_events import read_events
+from llamon_agent.a2a.run_events import read_events, watch_agent
 from llamon_agent.a2a.sdk_spans import SdkRequestHandler
 from llamon_agent.a2a.sent import DEFAULT_WINDOW, SentKey, SentMessages
 from llamon_agent.a2a.states import PAUSED_STATES, TERMINAL_STATES
@@ -113,6 +114,7 @@ from llamon_agent.a2a.stores.workers import WORKER_METADATA_KEY
 from llamon_agent.a2a.task_locks import RunClaim, TaskClaims, task_busy
 from llamon_agent.core.errors import error_data_for_exception
 from llamon_agent.core.faults import FaultPlan, fault_scope
+from llamon_agent.core.telemetry import tracer_provider_set
 
 if TYPE_CHECKING:
     from llamon_agent.a2a.relay import EventRelay
@@ -120,6 +122,11 @@ if TYPE_CHECKING:
 __all__ = ["LlamonRequestHandler"]
 
 _Stopped = Callable[[Exception], Awaitable[None]]
+
+_append_artifact: Callable[[Task, TaskArtifactUpdateEvent], None] = getattr(
+    append_artifact_to_task, "__wrapped__", append_artifact_to_task
+)
+"""a2a-sdk's ``append_artifact_to_task`` without its tracing wrapper."""
 
 logger = logging.getLogger("llamon_agent.a2a")
 
@@ -212,9 +219,31 @@ class _RunManager(TaskManager):
     async def save_task_event(
         self, event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent
     ) -> Task | None:
-        task = await super().save_task_event(event)
+        if isinstance(event, TaskArtifactUpdateEvent) and not tracer_provider_set():
+            task: Task | None = await self._save_artifact(event)
+        else:
+            task = await super().save_task_event(event)
         if self.claim is not None and _is_final(event):
             self.claims.finish(self.claim)
+        return task
+
+    async def _save_artifact(self, event: TaskArtifactUpdateEvent) -> Task:
+        """a2a-sdk's ``save_task_event`` of an artifact event, with the bare
+        ``append_artifact_to_task``: a2a-sdk's wraps it in a span, which records nothing
+        while no tracer provider is set."""
+        if self.task_id and self.task_id != event.task_id:
+            message = f"Task in event doesn't match TaskManager {self.task_id} : {event.task_id}"
+            raise ServerError(error=InvalidParamsError(message=message))
+        self.task_id = self.task_id or event.task_id
+        if self.context_id and self.context_id != event.context_id:
+            message = (
+                f"Context in event doesn't match TaskManager {self.context_id} : {event.context_id}"
+            )
+            raise ServerError(error=InvalidParamsError(message=message))
+        self.context_id = self.context_id or event.context_id
+        task = await self.ensure_task(event)
+        _append_artifact(task, event)
+        await self._save_task(task)
         return task
 
 
@@ -227,14 +256,20 @@ class _Reader(ResultAggregator):
     then sent), its manager coalesces the saves of events read together
     (``_RunManager.coalescing``). A non-blocking send's first answer and the events read
     after it in the background are each saved as they come. The events are read with
-    ``run_events.read_events`` (a2a-sdk's reading, without a timer per waiting event).
+    ``run_events.read_events`` (a2a-sdk's reading, without a timer per waiting event), the
+    agent's task watched with ``run_events.watch_agent``.
     """
 
     def __init__(
-        self, task_manager: _RunManager, stopped: _Stopped, ended: Callable[[], None]
+        self,
+        task_manager: _RunManager,
+        producer: asyncio.Task[Any],
+        stopped: _Stopped,
+        ended: Callable[[], None],
     ) -> None:
         super().__init__(task_manager)
         self._manager = task_manager
+        self._producer = producer  # the agent's task
         self._stopped = stopped
         self.superseded = False  # the event being sent was stored with a later one
         self._ended = ended  # the run's events are all read: its end (if any) is stored
@@ -266,6 +301,7 @@ class _Reader(ResultAggregator):
         blocking: bool = True,
         event_callback: Callable[[], Awaitable[None]] | None = None,
     ) -> tuple[Task | Message | None, bool, asyncio.Task[Any] | None]:
+        watch_agent(consumer, self._producer)
         # a non-blocking send answers its first event: each is saved as it comes
         async with self._reporting_stop(), self._coalesced(blocking):
             result = await self._read_until_answer(consumer, blocking, event_callback)
@@ -308,6 +344,7 @@ class _Reader(ResultAggregator):
 
     async def consume_and_emit(self, consumer: EventConsumer) -> AsyncGenerator[Event]:
         manager, held = self._manager, list[Event]()
+        watch_agent(consumer, self._producer)
         async with self._reporting_stop():
             async with self._coalesced():
                 async for event in read_events(consumer):
@@ -331,6 +368,7 @@ class _Reader(ResultAggregator):
         held.clear()
 
     async def consume_all(self, consumer: EventConsumer) -> Task | Message | None:
+        watch_agent(consumer, self._producer)
         async with self._reporting_stop(), self._coalesced():
             result = await self._read_all(consumer)
         self._ended()
@@ -557,7 +595,7 @@ class LlamonRequestHandler(SdkRequestHandler):
             await self._reader_stopped(task_id, queue, producer, exc, stored=known)
             self._claims.finish(claim)
 
-        reader = _Reader(manager, stopped, lambda: self._claims.finish(claim))
+        reader = _Reader(manager, producer, stopped, lambda: self._claims.finish(claim))
         return manager, task_id, queue, reader, producer
 
     async def _resume(

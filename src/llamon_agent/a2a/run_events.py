@@ -15,13 +15,20 @@ The events, their order, where reading stops (after the run's final event, closi
 queue at once; or at a closed, empty queue), and what is raised (the agent task's
 exception) are a2a-sdk's. While a tracer provider is set, ``read_events`` reads through
 a2a-sdk's own (traced) ``consume_all``, so a trace shows its span as before.
+
+``watch_agent`` is the other half of a2a-sdk's consumer: the callback that notes the
+agent task's exception, without the span a2a-sdk starts around it while no tracer
+provider is set (a span that records nothing then, at the cost of a few dozen
+microseconds per run).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncGenerator
+from typing import Any
 
 from a2a.server.events import Event, EventConsumer
 from a2a.types import Message, Task, TaskState, TaskStatusUpdateEvent
@@ -29,7 +36,7 @@ from pydantic import ValidationError
 
 from llamon_agent.core.telemetry import tracer_provider_set
 
-__all__ = ["ends_reading", "read_events", "run_events"]
+__all__ = ["ends_reading", "read_events", "run_events", "watch_agent"]
 
 logger = logging.getLogger("llamon_agent.a2a")
 
@@ -98,3 +105,19 @@ def read_events(consumer: EventConsumer) -> AsyncGenerator[Event]:
     if tracer_provider_set():
         return consumer.consume_all()
     return run_events(consumer)
+
+
+def watch_agent(consumer: EventConsumer, producer: asyncio.Task[Any]) -> None:
+    """Note ``producer``'s exception in ``consumer`` when it ends, as a2a-sdk's
+    ``consumer.agent_task_callback`` (which a2a-sdk added to ``producer``) does; while no
+    tracer provider is set, that callback is swapped for the same one without its span."""
+    if tracer_provider_set() or producer.done():
+        return
+    if producer.remove_done_callback(consumer.agent_task_callback):
+        producer.add_done_callback(functools.partial(_agent_ended, consumer))
+
+
+def _agent_ended(consumer: EventConsumer, producer: asyncio.Task[Any]) -> None:
+    """a2a-sdk's ``EventConsumer.agent_task_callback``, as it is."""
+    if not producer.cancelled() and producer.done():
+        consumer._exception = producer.exception()
