@@ -18,6 +18,7 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 __all__ = [
     "KEPT",
@@ -26,6 +27,7 @@ __all__ = [
     "span_exporter",
     "span_texts",
     "spans_named",
+    "spans_of_a_provider_of_its_own",
     "with_and_without_a_tracer_provider",
 ]
 
@@ -131,3 +133,14 @@ def with_and_without_a_tracer_provider(
     else:
         monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
     return traced
+
+
+def spans_of_a_provider_of_its_own(monkeypatch: pytest.MonkeyPatch) -> InMemorySpanExporter:
+    """For this test, a tracer provider of its own whose finished spans the returned
+    exporter holds. Only for code that asks for a tracer at each call (a2a-sdk's
+    wrappers): a tracer proxy taken earlier would bind to it for good."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
+    return exporter

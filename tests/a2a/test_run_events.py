@@ -17,9 +17,11 @@ from a2a.types import (
     TaskStatusUpdateEvent,
     TextPart,
 )
+from opentelemetry import trace
 
 from llamon_agent.a2a.queues import LlamonQueueManager
 from llamon_agent.a2a.run_events import ends_reading, read_events, run_events, watch_agent
+from tests._support.otel import spans_of_a_provider_of_its_own
 
 WAIT = 5.0
 
@@ -153,15 +155,7 @@ def test_ends_reading_is_a2a_sdks_list() -> None:
 async def test_with_a_tracer_provider_the_events_are_a2a_sdks_consume_all(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from opentelemetry import trace
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
+    exporter = spans_of_a_provider_of_its_own(monkeypatch)
     done = _status(TaskState.completed, final=True)
     queue = await _queue_with(done)
     assert await asyncio.wait_for(_read(read_events, queue), WAIT) == [done]
@@ -179,15 +173,9 @@ async def test_with_a_tracer_provider_the_events_are_a2a_sdks_consume_all(
 async def test_the_agents_failure_is_noted_by_the_watched_callback(
     traced: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from opentelemetry import trace
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider if traced else None)
+    exporter = spans_of_a_provider_of_its_own(monkeypatch)
+    if not traced:
+        monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
     queue = await LlamonQueueManager().create("t-1")
     consumer = EventConsumer(queue)
     consumer._timeout = 0.01

@@ -21,12 +21,10 @@ from a2a.types import (
 )
 from a2a.utils.errors import ServerError
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from llamon_agent.a2a.handler import _RunManager
 from llamon_agent.a2a.task_locks import TaskClaims
+from tests._support.otel import spans_of_a_provider_of_its_own
 
 
 @pytest.fixture(autouse=True)
@@ -109,10 +107,7 @@ async def test_an_artifact_of_another_task_is_refused_as_a2a_sdk_refuses_it() ->
 async def test_only_with_a_tracer_provider_the_append_has_a2a_sdks_span(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
+    exporter = spans_of_a_provider_of_its_own(monkeypatch)
     traced, _ = _managers()
     assert await _stored(traced) is not None
     names = [span.name for span in exporter.get_finished_spans()]
