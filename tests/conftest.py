@@ -1,5 +1,4 @@
-"""Project fixtures; ``stub_executor_run`` is re-exported for tests that import it from here,
-``with_and_without_a_tracer_provider`` (``tests._support.otel``) for every test to use.
+"""Project fixtures; ``stub_executor_run`` is re-exported for tests that import it from here.
 
 ``stop_sse_watcher``: sse-starlette starts one shutdown-watcher task per event loop and
 never stops it. Each async test has its own loop, so the task of a closed loop was left
@@ -14,7 +13,6 @@ from collections.abc import AsyncIterator
 import pytest
 
 from llamon_agent.testing import stub_executor_run
-from tests._support.otel import with_and_without_a_tracer_provider
 
 __all__ = ["stop_sse_watcher", "stub_executor_run", "with_and_without_a_tracer_provider"]
 
@@ -31,3 +29,26 @@ async def stop_sse_watcher() -> AsyncIterator[None]:
     for task in watchers:
         task.cancel()
     await asyncio.gather(*watchers, return_exceptions=True)
+
+
+@pytest.fixture(params=["untraced", "traced"])
+def with_and_without_a_tracer_provider(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> bool:
+    """Runs a test without a tracer provider (llamon's own paths where a2a-sdk's spans
+    would record nothing) and with the process's SDK (``tests._support.otel.span_exporter``;
+    a2a-sdk's traced paths): ``True`` when traced. Once any test installed the SDK, the
+    rest of the suite runs traced only; a module that uses this (``pytestmark =
+    pytest.mark.usefixtures(...)``) pins both. (The SDK is the process's own, never a
+    provider of the test's: a tracer proxy binds for good to the first provider it sees.)
+    The OpenTelemetry SDK is imported only here: a core install runs without it."""
+    from opentelemetry import trace
+
+    traced: bool = request.param == "traced"
+    if traced:
+        from tests._support.otel import span_exporter
+
+        span_exporter()
+    else:
+        monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
+    return traced

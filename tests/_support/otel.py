@@ -28,7 +28,6 @@ __all__ = [
     "span_texts",
     "spans_named",
     "spans_of_a_provider_of_its_own",
-    "with_and_without_a_tracer_provider",
 ]
 
 KEPT = 5000
@@ -115,24 +114,6 @@ class StartedSpans:
             return tracer
 
         monkeypatch.setattr(trace, "get_tracer", recording_tracer)
-
-
-@pytest.fixture(params=["untraced", "traced"])
-def with_and_without_a_tracer_provider(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
-) -> bool:
-    """Runs a test without a tracer provider (llamon's own paths where a2a-sdk's spans
-    would record nothing) and with the process's SDK (``span_exporter``; a2a-sdk's traced
-    paths): ``True`` when traced. Once any test installed the SDK, the rest of the suite
-    runs traced only; a module that uses this (``pytestmark =
-    pytest.mark.usefixtures(...)``) pins both. (The SDK is the process's own, never a
-    provider of the test's: a tracer proxy binds for good to the first provider it sees.)"""
-    traced: bool = request.param == "traced"
-    if traced:
-        span_exporter()
-    else:
-        monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
-    return traced
 
 
 def spans_of_a_provider_of_its_own(monkeypatch: pytest.MonkeyPatch) -> InMemorySpanExporter:
